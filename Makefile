@@ -1,0 +1,49 @@
+# The two commands: `make book` and `make test`. Each first creates or updates .venv from requirements.txt.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+NOTEBOOKS := $(wildcard nbs/*.ipynb)
+export PYTHONUNBUFFERED := 1
+export MPLBACKEND := Agg
+
+.PHONY: all venv book test lint unit chapters ci-book bench clean
+
+all: test
+
+$(STAMP): requirements.txt companion/pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@touch $@
+
+venv: $(STAMP)
+
+# The HTML book, executing every chapter at the `book` scale. The execution cache (_build/.jupyter_cache) reruns only
+# changed notebooks; `--all` rebuilds every page from a clean Sphinx state so cached pages cannot hide warnings.
+book: venv
+	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going --all
+	@echo "Book: _build/html/index.html"
+
+lint: venv
+	$(VENV)/bin/ruff check companion tests tools $(NOTEBOOKS)
+	@if [ -n "$(NOTEBOOKS)" ]; then $(VENV)/bin/nbstripout --verify $(NOTEBOOKS) && echo "notebooks: outputs stripped"; fi
+
+# pytest exits 5 when it collects no test: an empty nbs/ is not a failure.
+unit: venv
+	$(PY) -m pytest tests -m "not chapter" -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+chapters: venv
+	$(PY) -m pytest tests -m chapter -v -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+# A strict (-W -n) book build from the notebooks the chapter tests executed at the `ci` scale (no second execution).
+ci-book: venv
+	$(PY) tools/build_ci_book.py --executed _build/ci/executed --out _build/ci-book
+
+test: lint unit chapters ci-book
+
+bench: venv
+	$(PY) tools/bench.py
+
+clean:
+	rm -rf _build

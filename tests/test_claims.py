@@ -1,0 +1,120 @@
+import json
+
+import nbformat
+import numpy as np
+import pytest
+from iclr26 import claims
+from iclr26.claims import (
+    claim,
+    claim_at_least,
+    claim_at_most,
+    claim_between,
+    claim_close_to,
+    claim_greater_than,
+    claim_less_than,
+    claims_table,
+    glue,
+    read_notebook,
+)
+from nbclient import NotebookClient
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    claims.reset()
+    yield
+    claims.reset()
+
+
+def test_comparisons_pass_and_fail():
+    assert claim_at_least("a", "x at least", 0.95, 0.9).passed
+    assert not claim_at_least("b", "x at least", 0.85, 0.9).passed
+    assert claim_at_most("c", "x at most", 1e-10, 1e-8).passed
+    assert not claim_at_most("d", "x at most", 1e-6, 1e-8).passed
+    assert claim_greater_than("e", "beats", 0.8, 0.5, margin=0.2).passed
+    assert not claim_greater_than("f", "beats", 0.6, 0.5, margin=0.2).passed
+    assert claim_less_than("g", "below", 0.2, 0.5, margin=0.1).passed
+    assert not claim_less_than("h", "below", 0.45, 0.5, margin=0.1).passed
+    assert claim_close_to("i", "close", 0.29, 0.2916, rtol=0.05).passed
+    assert not claim_close_to("j", "close", 0.5, 0.2916, rtol=0.05).passed
+    assert claim_between("k", "between", 0.5, 0.0, 1.0).passed
+    assert not claim_between("l", "between", 1.5, 0.0, 1.0).passed
+
+
+def test_accepts_numpy_and_torch_scalars():
+    import torch
+
+    assert claim_at_least("np", "numpy value", np.float32(0.9), np.float64(0.5)).passed
+    assert claim_at_least("pt", "torch value", torch.tensor(0.9), 0.5).passed
+    assert claim("b", "numpy bool", 1, np.bool_(True)).passed
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(TypeError, match="name"):
+        claim(3, "s", 1, True)
+    with pytest.raises(ValueError, match="name"):
+        claim("has space", "s", 1, True)
+    with pytest.raises(TypeError, match="statement"):
+        claim("x", "", 1, True)
+    with pytest.raises(TypeError, match="passed"):
+        claim("x", "s", 1, "yes")
+    with pytest.raises(TypeError, match="value"):
+        claim_at_least("x", "s", "high", 0.5)
+    with pytest.raises(TypeError, match="threshold"):
+        claim_at_least("x", "s", 0.5, None)
+    with pytest.raises(ValueError, match="margin"):
+        claim_greater_than("x", "s", 1, 0, margin=-1)
+    with pytest.raises(ValueError, match="rtol"):
+        claim_close_to("x", "s", 1, 1, rtol=-0.1)
+    with pytest.raises(ValueError, match="low"):
+        claim_between("x", "s", 1, 2, 0)
+    with pytest.raises(TypeError, match="value"):
+        glue("x", object())
+    with pytest.raises(TypeError, match="display"):
+        glue("x", 1, display="no")
+
+
+def test_claims_table_lists_marks():
+    claim_at_least("ok", "passes", 1.0, 0.5)
+    claim_at_least("bad", "fails", 0.0, 0.5)
+    frame = claims_table().data
+    assert list(frame[""]) == ["✓", "✗"]
+    assert list(frame["claim"]) == ["ok", "bad"]
+    with pytest.raises(TypeError, match="claims"):
+        claims_table(["not a claim"])
+
+
+def test_read_notebook_round_trip(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from iclr26.claims import claim_at_least, glue\n"
+            "glue('power', 0.93)\nglue('flag', True)\nglue('nan_value', float('nan'))\n"
+            "claim_at_least('power_high', 'power is high', 0.93, 0.9)\n"
+            "claim_at_least('size_low', 'fails on purpose', 0.2, 0.9)\n"
+        )
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    path = tmp_path / "run.ipynb"
+    nbformat.write(nb, path)
+    rec = read_notebook(path)
+    assert rec["glued"]["power"] == 0.93 and rec["glued"]["flag"] is True
+    assert rec["glued"]["nan_value"] == "nan"
+    by_name = {c["name"]: c for c in rec["claims"]}
+    assert by_name["power_high"]["passed"] is True and by_name["size_low"]["passed"] is False
+    # the glue output is what myst-nb reads: prefixed mime type + scrapbook metadata
+    outputs = [o for o in nb.cells[0].outputs if o.get("metadata", {}).get("scrapbook", {}).get("name") == "power"]
+    assert outputs and "application/papermill.record/text/plain" in outputs[0]["data"]
+    json.dumps(rec)  # JSON-ready
+
+
+def test_read_notebook_bad_input(tmp_path):
+    with pytest.raises(TypeError, match="path"):
+        read_notebook(3)
+    with pytest.raises(ValueError, match="not a file"):
+        read_notebook(tmp_path / "missing.ipynb")
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not a notebook"):
+        read_notebook(bad)

@@ -1,0 +1,80 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from iclr26.cli import chapter_title, list_chapters, main, run_notebook
+
+PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'
+BODY = """
+from iclr26.claims import claim_at_least, glue
+if seed == 99:
+    raise RuntimeError("boom")
+glue("answer", 42)
+glue("scale_seen", scale)
+claim_at_least("seed_not_13", "the seed is not 13", float(seed != 13), 1.0)
+"""
+
+
+@pytest.fixture()
+def tiny(tmp_path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell(PARAMS)
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# A tiny chapter\n\ntext"), params, nbformat.v4.new_code_cell(BODY)]
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    rc = main(
+        ["run", str(tiny), "--scale", "ci", "--seed", "7", "--out", str(tmp_path / "x.ipynb"), "--json", str(out_json)]
+    )
+    assert rc == 0
+    result = json.loads(out_json.read_text())
+    assert set(result) == {"notebook", "scale", "seed", "seconds", "ok", "claims", "glued"}
+    assert result["scale"] == "ci" and result["seed"] == 7 and result["ok"] is True
+    assert result["glued"] == {"answer": 42, "scale_seen": "ci"}
+    assert result["claims"] == [
+        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True}
+    ]
+    assert (tmp_path / "x.ipynb").is_file()
+    assert "1/1 claims passed" in capsys.readouterr().out
+
+
+def test_run_exit_codes(tiny, tmp_path):
+    assert main(["run", str(tiny), "--seed", "13", "--json", str(tmp_path / "f.json")]) == 1
+    assert json.loads((tmp_path / "f.json").read_text())["ok"] is False
+    assert main(["run", str(tiny), "--seed", "99", "--json", str(tmp_path / "e.json")]) == 2
+    err = json.loads((tmp_path / "e.json").read_text())
+    assert err["ok"] is False and "boom" in err["error"]
+    assert main(["run", str(tmp_path / "missing.ipynb")]) == 2
+
+
+def test_run_notebook_bad_input(tiny):
+    with pytest.raises(ValueError, match="scale"):
+        run_notebook(tiny, scale="huge")
+    with pytest.raises(ValueError, match="seed"):
+        run_notebook(tiny, seed=-1)
+    with pytest.raises(ValueError, match="notebook"):
+        run_notebook("nope.txt")
+
+
+def test_list_reads_toc(tmp_path, tiny):
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "nbs" / "tiny.ipynb").write_bytes(tiny.read_bytes())
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nparts:\n  - caption: A\n"
+        "    chapters:\n      - file: nbs/tiny\n      - file: other\n"
+    )
+    assert [p.name for p in list_chapters(tmp_path / "_toc.yml")] == ["tiny.ipynb"]
+    assert chapter_title(tmp_path / "nbs" / "tiny.ipynb") == "A tiny chapter"
+    proc = subprocess.run([sys.executable, "-m", "iclr26", "list"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and "tiny" in proc.stdout and "A tiny chapter" in proc.stdout
+    with pytest.raises(ValueError, match="toc"):
+        list_chapters(tmp_path / "missing.yml")

@@ -1,0 +1,102 @@
+"""The book's conventions, checked on every chapter notebook (BOOK_DESIGN.md)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"].rstrip("/")
+NOTEBOOKS = sorted((ROOT / "nbs").glob("*.ipynb"))
+
+# The nineteen fixed chapter slugs (../shared/papers/abstracts.md).
+SLUGS = {
+    "temporal_sae",
+    "diffusion_memorization",
+    "cola_counterfactuals",
+    "vlm_binding",
+    "correlation_clustering_testing",
+    "rl_planning",
+    "loca_sae",
+    "conceptual_blindspots",
+    "clock_pizza",
+    "hidivdrop",
+    "weightlens_circuitlens",
+    "measure_attention_memory",
+    "optimizer_benchmark",
+    "proxy_data_selection",
+    "bias_gradient_neuron",
+    "boosting_ood",
+    "patronus_diffusion",
+    "influential_sets",
+    "eval_awareness_steering",
+}
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part.get("chapters", [])]
+    return files
+
+
+def _cells(nb_path: Path) -> list[dict]:
+    return json.loads(nb_path.read_text())["cells"]
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def test_toc_entries_exist():
+    for f in _toc_files():
+        assert (ROOT / f"{f}.md").is_file() or (ROOT / f"{f}.ipynb").is_file(), f"_toc.yml lists missing page {f}"
+
+
+def test_references_cover_all_papers():
+    keys = set(re.findall(r"^@\w+\{(\w+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    assert SLUGS <= keys, f"references.bib lacks {sorted(SLUGS - keys)}"
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+class TestChapterNotebook:
+    def test_slug_is_fixed_and_listed_in_toc(self, nb_path):
+        assert nb_path.stem in SLUGS, f"{nb_path.name}: not one of the nineteen chapter slugs"
+        assert f"nbs/{nb_path.stem}" in _toc_files(), f"{nb_path.name} is not in _toc.yml"
+
+    def test_outputs_stripped_and_python_kernel(self, nb_path):
+        nb = json.loads(nb_path.read_text())
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell.get("outputs") and cell.get("execution_count") is None, "outputs must be stripped"
+
+    def test_header_title_citation_and_badge(self, nb_path):
+        first = _cells(nb_path)[0]
+        text = _src(first)
+        assert first["cell_type"] == "markdown" and text.startswith("# "), "the first cell is the title"
+        assert f"{{cite}}`{nb_path.stem}`" in text, "the header cites the paper by its slug"
+        badge = f"https://colab.research.google.com/github/{REPO_URL.removeprefix('https://github.com/')}/blob/main/nbs/{nb_path.name}"
+        assert badge in text, f"the header's Colab badge must link {badge}"
+        assert re.search(r"ci ≈ [\d.]+ s", text) and re.search(r"book ≈ [\d.]+ (s|min)", text), "measured run times"
+
+    def test_colab_cell_then_parameters(self, nb_path):
+        code = [c for c in _cells(nb_path) if c["cell_type"] == "code"]
+        colab, params = code[0], code[1]
+        assert "google.colab" in _src(colab) and "remove-cell" in colab["metadata"].get("tags", [])
+        assert f"git+{REPO_URL}#subdirectory=companion" in _src(colab), "install from the repository in _config.yml"
+        assert "parameters" in params["metadata"].get("tags", [])
+        src = _src(params)
+        assert re.search(r'^scale = "book"', src, re.M), "the committed default scale is book"
+        assert re.search(r"^seed = \d+", src, re.M) and re.search(r'^device = "auto"', src, re.M)
+
+    def test_has_claims_results_and_exercises(self, nb_path):
+        text = "\n".join(_src(c) for c in _cells(nb_path))
+        assert "claims_table()" in text
+        assert "select_scale(" in text and "seed_everything(" in text and "pick_device(" in text
+        assert re.search(r"^#+ .*Exercises", text, re.M), "an Exercises section"
+        assert text.count(":class: dropdown") >= 3, "three exercises with solutions in dropdowns"

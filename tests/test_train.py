@@ -1,0 +1,169 @@
+import math
+
+import pytest
+import torch
+from iclr26.runtime import seed_everything
+from iclr26.train import fit, load_checkpoint, lr_multiplier, save_checkpoint
+
+
+def _problem(seed=0):
+    x = torch.randn(512, 4, generator=torch.Generator().manual_seed(0))  # the data is fixed; the seed drives the rest
+    y = (x**2).sum(1, keepdim=True)
+    seed_everything(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Dropout(0.1), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+
+    def batches(step):  # uses the global RNG on purpose: resume must restore it
+        idx = torch.randint(0, 512, (32,))
+        return x[idx], y[idx]
+
+    def loss_fn(m, batch):
+        xb, yb = batch
+        return torch.nn.functional.mse_loss(m(xb), yb), {"mae": (m(xb) - yb).abs().mean()}
+
+    return model, batches, loss_fn, (x, y)
+
+
+def test_fit_learns_and_returns_history():
+    model, batches, loss_fn, _ = _problem()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    hist = fit(
+        model,
+        loss_fn,
+        batches,
+        opt,
+        steps=300,
+        schedule="warmup_cosine",
+        warmup=20,
+        clip=1.0,
+        log_every=50,
+        progress=False,
+    )
+    assert list(hist["step"]) == [50, 100, 150, 200, 250, 300]
+    assert {"loss", "lr", "seconds", "grad_norm", "mae"} <= set(hist.columns)
+    assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
+    assert hist["lr"].iloc[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("optimizers", ["one", "two"])
+def test_resume_matches_uninterrupted_run(tmp_path, optimizers):
+    def make(model):
+        if optimizers == "one":
+            return torch.optim.AdamW(model.parameters(), lr=5e-3)
+        first, last = model[0], model[3]
+        return [
+            torch.optim.AdamW(first.parameters(), lr=5e-3),
+            torch.optim.SGD(last.parameters(), lr=1e-3, momentum=0.9),
+        ]
+
+    kw = dict(schedule="wsd", warmup=5, decay_frac=0.3, clip=1.0, log_every=10, progress=False)
+    model_a, batches, loss_fn, _ = _problem(seed=1)
+    hist_a = fit(model_a, loss_fn, batches, make(model_a), steps=60, **kw)
+
+    # interrupted: a run crashes at step 37, after writing a checkpoint at step 25
+    ckpt = tmp_path / "run.safetensors"
+    model_b, batches, loss_fn, _ = _problem(seed=1)
+    opt_b = make(model_b)
+
+    class Interrupt(Exception):
+        pass
+
+    def crashing_batches(step):
+        if step == 37:
+            raise Interrupt
+        return batches(step)
+
+    with pytest.raises(Interrupt):
+        fit(model_b, loss_fn, crashing_batches, opt_b, steps=60, checkpoint=ckpt, checkpoint_every=25, **kw)
+
+    # a fresh process: new model and optimizer objects, different RNG state, then resume
+    model_c, batches, loss_fn, _ = _problem(seed=99)
+    torch.manual_seed(12345)
+    hist_c = fit(model_c, loss_fn, batches, make(model_c), steps=60, resume=ckpt, **kw)
+    for (name, a), c in zip(model_a.state_dict().items(), model_c.state_dict().values()):
+        assert torch.equal(a, c), name
+    assert list(hist_c["step"]) == list(hist_a["step"])
+    assert hist_c["loss"].tolist() == pytest.approx(hist_a["loss"].tolist(), rel=0, abs=0)
+
+
+def test_iterable_batches_and_early_stop():
+    model, batches, loss_fn, (x, y) = _problem()
+    data = [(x[i : i + 64], y[i : i + 64]) for i in range(0, 512, 64)]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    hist = fit(
+        model,
+        loss_fn,
+        data,
+        opt,
+        steps=500,
+        log_every=20,
+        eval_fn=lambda m: {"val": torch.nn.functional.mse_loss(m(x), y)},
+        stop_fn=lambda row: row["step"] >= 40,
+        progress=False,
+    )
+    assert hist["step"].iloc[-1] == 40 and hist.attrs["stopped_early"]
+    assert "val" in hist.columns
+
+
+def test_time_budget_stops():
+    model, batches, loss_fn, _ = _problem()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    hist = fit(model, loss_fn, batches, opt, time_budget=0.2, log_every=5, progress=False)
+    assert 0 < hist["step"].iloc[-1] and hist["seconds"].iloc[-1] >= 0.2
+
+
+def test_lr_multiplier_shapes():
+    assert lr_multiplier(0, 100, "constant", warmup=10) == pytest.approx(0.1)
+    assert lr_multiplier(50, 100, "constant", warmup=10) == 1.0
+    assert lr_multiplier(99, 100, "warmup_cosine", warmup=10, min_lr_ratio=0.1) == pytest.approx(0.1)
+    mid = lr_multiplier(54, 100, "warmup_cosine", warmup=10)
+    assert mid == pytest.approx(0.5 * (1 + math.cos(math.pi * 44 / 89)))
+    wsd = [lr_multiplier(s, 100, "wsd", warmup=0, decay_frac=0.2) for s in range(100)]
+    assert all(v == 1.0 for v in wsd[:80]) and wsd[-1] == pytest.approx(0.0) and wsd[85] < wsd[81]
+    assert lr_multiplier(99, 100, "linear") == pytest.approx(0.0)
+
+
+def test_bad_input_names_the_argument(tmp_path):
+    model, batches, loss_fn, _ = _problem()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with pytest.raises(TypeError, match="model"):
+        fit("model", loss_fn, batches, opt, steps=1)
+    with pytest.raises(TypeError, match="loss_fn"):
+        fit(model, 3, batches, opt, steps=1)
+    with pytest.raises(TypeError, match="batches"):
+        fit(model, loss_fn, 3, opt, steps=1)
+    with pytest.raises(TypeError, match="optimizer"):
+        fit(model, loss_fn, batches, "adam", steps=1)
+    with pytest.raises(ValueError, match="steps or time_budget"):
+        fit(model, loss_fn, batches, opt)
+    with pytest.raises(ValueError, match="steps"):
+        fit(model, loss_fn, batches, opt, steps=0)
+    with pytest.raises(ValueError, match="schedule"):
+        fit(model, loss_fn, batches, opt, steps=10, schedule="exotic")
+    with pytest.raises(ValueError, match="needs steps"):
+        fit(model, loss_fn, batches, opt, time_budget=1.0, schedule="warmup_cosine")
+    with pytest.raises(ValueError, match="warmup"):
+        fit(model, loss_fn, batches, opt, steps=10, warmup=20)
+    with pytest.raises(ValueError, match="clip"):
+        fit(model, loss_fn, batches, opt, steps=10, clip=-1)
+    with pytest.raises(ValueError, match="amp"):
+        fit(model, loss_fn, batches, opt, steps=10, amp="fp8")
+    with pytest.raises(ValueError, match="stop_fn"):
+        fit(model, loss_fn, batches, opt, steps=10, stop_fn=lambda r: True)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        fit(model, loss_fn, batches, opt, steps=10, checkpoint_every=5)
+    with pytest.raises(TypeError, match="loss_fn must return"):
+        fit(model, lambda m, b: 1.0, batches, opt, steps=1, progress=False)
+    with pytest.raises(ValueError, match="does not exist"):
+        fit(model, loss_fn, batches, opt, steps=1, resume=tmp_path / "nope.safetensors")
+    with pytest.raises(ValueError, match="total_steps"):
+        lr_multiplier(0, 0)
+
+
+def test_checkpoint_round_trip_and_mismatch(tmp_path):
+    model, *_ = _problem()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    path = save_checkpoint(tmp_path / "c.safetensors", model, [opt], step=7, history=[{"step": 7, "loss": 1.0}])
+    step, hist = load_checkpoint(path, model, [opt])
+    assert step == 7 and hist == [{"step": 7, "loss": 1.0}]
+    with pytest.raises(ValueError, match="optimizer"):
+        load_checkpoint(path, model, [])

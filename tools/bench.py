@@ -1,0 +1,190 @@
+"""`make bench`: every chapter at `ci` and `book` scale (wall time, peak memory), and `fit`'s overhead.
+
+    python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
+    python tools/bench.py --only influential_sets --scales ci
+    python tools/bench.py --fit-only
+
+Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
+process tree (the papermill driver plus the notebook's kernel), sampled every 0.1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from reproducibility import write_page  # noqa: E402
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_chapter(notebook: Path, scale: str, seed: int = 0) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "iclr26",
+            "run",
+            str(notebook),
+            "--scale",
+            scale,
+            "--seed",
+            str(seed),
+            "--out",
+            str(Path(tmp) / notebook.name),
+            "--json",
+            str(out_json),
+        ]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ps = psutil.Process(proc.pid)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss(ps))
+            time.sleep(0.1)
+        wall = time.perf_counter() - t0
+        output = proc.stdout.read()
+        if out_json.is_file():
+            result = json.loads(out_json.read_text())
+        else:
+            result = {
+                "notebook": str(notebook),
+                "scale": scale,
+                "seed": seed,
+                "ok": False,
+                "claims": [],
+                "glued": {},
+                "error": output[-2000:],
+            }
+        result["seconds"] = round(wall, 2)  # the whole process: interpreter, papermill, kernel start, execution
+        result["peak_rss_mb"] = round(peak / 2**20, 1)
+        print(output.strip().splitlines()[-1] if output.strip() else "(no output)", flush=True)
+        return result
+
+
+def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
+    """`fit` vs a hand-written loop: same model, data, optimizer, steps; median wall time of each."""
+    import torch
+    from iclr26.train import fit
+
+    torch.manual_seed(0)
+    x = torch.randn(4096, 32)
+    y = torch.randn(4096, 1)
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(32, 256),
+            torch.nn.ReLU(),
+            torch.nn.Linear(256, 256),
+            torch.nn.ReLU(),
+            torch.nn.Linear(256, 1),
+        )
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def batch(step):
+        i = (step * 128) % 4096
+        return x[i : i + 128], y[i : i + 128]
+
+    def manual():
+        model, opt = make()
+        t0 = time.perf_counter()
+        for step in range(steps):
+            xb, yb = batch(step)
+            loss = torch.nn.functional.mse_loss(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if (step + 1) % 50 == 0:
+                loss.item()
+        return time.perf_counter() - t0
+
+    def with_fit():
+        model, opt = make()
+        t0 = time.perf_counter()
+        fit(
+            model,
+            lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1]),
+            batch,
+            opt,
+            steps=steps,
+            clip=1.0,
+            log_every=50,
+            progress=True,
+        )
+        return time.perf_counter() - t0
+
+    manual(), with_fit()  # warm up
+    m, f = [], []
+    for _ in range(repeats):  # interleaved, so drifting machine load hits both alike
+        m.append(manual())
+        f.append(with_fit())
+    mm, fm = statistics.median(m), statistics.median(f)
+    return {"manual_seconds": mm, "fit_seconds": fm, "ratio": fm / mm, "repeats": repeats, "steps": steps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from iclr26.cli import list_chapters
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="chapter slugs (default: every chapter in _toc.yml)")
+    parser.add_argument("--scales", nargs="*", default=["ci", "book"], choices=["ci", "book", "paper"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit-only", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "_build" / "bench.json"))
+    args = parser.parse_args(argv)
+
+    runs = []
+    if not args.fit_only:
+        chapters = list_chapters(ROOT / "_toc.yml")
+        if args.only:
+            chapters = [c for c in chapters if c.stem in set(args.only)]
+        for nb in chapters:
+            for scale in args.scales:
+                runs.append(run_chapter(nb, scale, args.seed))
+    overhead = fit_overhead()
+    print(
+        f"fit overhead: {overhead['fit_seconds']:.3f} s vs {overhead['manual_seconds']:.3f} s "
+        f"-> ratio {overhead['ratio']:.3f}"
+    )
+    bench = {
+        "date": dt.date.today().isoformat(),
+        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",
+        "fit_overhead": overhead,
+        "runs": runs,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(bench, indent=2) + "\n")
+    print(f"wrote {out}")
+    if runs:
+        print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
+    return 0 if all(r.get("ok") for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
