@@ -12,6 +12,7 @@ and runs
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -76,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copytree(ROOT / "book", src / "book")
     (src / "nbs").mkdir()
     for slug in slugs:
-        shutil.copy(executed / f"{slug}.ipynb", src / "nbs" / f"{slug}.ipynb")
+        nb = json.loads((executed / f"{slug}.ipynb").read_text())
+        for cell in nb["cells"]:  # papermill's injected parameters: not part of the page
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "injected-parameters" in tags and "remove-cell" not in tags:
+                tags.append("remove-cell")
+        (src / "nbs" / f"{slug}.ipynb").write_text(json.dumps(nb))
     (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "off"

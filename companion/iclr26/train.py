@@ -373,14 +373,20 @@ def fit(
     bar = tqdm(total=steps, initial=start, desc=desc, disable=not progress, mininterval=1.0, leave=False)
     step = start
     stopped = False
+    last_mult = None
     try:
         while steps is None or step < steps:
             mult = sched_fn(step, steps or 1)
-            for opt in opts:
-                for group in opt.param_groups:
-                    group["lr"] = group["initial_lr"] * mult
+            if mult != last_mult:
+                for opt in opts:
+                    for group in opt.param_groups:
+                        group["lr"] = group["initial_lr"] * mult
+                last_mult = mult
             batch = _to_device(stream.get(step), device)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
+            if use_amp:
+                with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                    out = loss_fn(model, batch)
+            else:
                 out = loss_fn(model, batch)
             loss, metrics = out if isinstance(out, tuple) else (out, {})
             if not torch.is_tensor(loss) or loss.ndim != 0:
