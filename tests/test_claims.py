@@ -3,6 +3,8 @@ import json
 import nbformat
 import numpy as np
 import pytest
+from nbclient import NotebookClient
+
 from iclr26 import claims
 from iclr26.claims import (
     claim,
@@ -16,7 +18,6 @@ from iclr26.claims import (
     glue,
     read_notebook,
 )
-from nbclient import NotebookClient
 
 
 @pytest.fixture(autouse=True)

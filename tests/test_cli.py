@@ -5,6 +5,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from iclr26.cli import chapter_title, list_chapters, main, run_notebook
 
 PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'

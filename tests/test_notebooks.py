@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from iclr26.cli import list_chapters, run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent

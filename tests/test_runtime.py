@@ -3,6 +3,7 @@ import random
 import numpy as np
 import pytest
 import torch
+
 from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale
 
 TABLE = {"ci": {"n": 10, "steps": 5}, "book": {"n": 100, "steps": 50}, "paper": {"n": 1000, "steps": 500}}

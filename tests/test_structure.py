@@ -82,7 +82,7 @@ class TestChapterNotebook:
         assert f"{{cite}}`{nb_path.stem}`" in text, "the header cites the paper by its slug"
         badge = f"https://colab.research.google.com/github/{REPO_URL.removeprefix('https://github.com/')}/blob/main/nbs/{nb_path.name}"
         assert badge in text, f"the header's Colab badge must link {badge}"
-        assert re.search(r"ci ≈ [\d.]+ s", text) and re.search(r"book ≈ [\d.]+ (s|min)", text), "measured run times"
+        assert re.search(r"ci ≈ [\d.–]+ s", text) and re.search(r"book ≈ [\d.–]+ (s|min)", text), "measured run times"
 
     def test_colab_cell_then_parameters(self, nb_path):
         code = [c for c in _cells(nb_path) if c["cell_type"] == "code"]

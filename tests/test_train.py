@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+
 from iclr26.runtime import seed_everything
 from iclr26.train import fit, load_checkpoint, lr_multiplier, save_checkpoint
 

@@ -88,6 +88,7 @@ def run_chapter(notebook: Path, scale: str, seed: int = 0) -> dict:
 def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
     """`fit` vs a hand-written loop: same model, data, optimizer, steps; median wall time of each."""
     import torch
+
     from iclr26.train import fit
 
     torch.manual_seed(0)

@@ -1,0 +1,151 @@
+import math
+from itertools import combinations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+
+from iclr26.counterfactuals import (
+    baseline_shapley,
+    exhaustive_min_edits,
+    growing_spheres_cf,
+    nearest_target_cf,
+    positive_proba,
+    predict_target,
+    random_subset_cf,
+    sample_target_cf,
+    torch_logit,
+    wachter_cf,
+)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] - 0.3 * X[:, 2] > 0.2).astype(int)
+    lr = LogisticRegression().fit(X, y)
+    rf = RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0).fit(X, y)
+    mlp = MLPClassifier((8,), max_iter=300, learning_rate_init=0.01, random_state=0).fit(X, y)
+    neg = X[~predict_target(lr, X)][:10]
+    return dict(X=X, y=y, lr=lr, rf=rf, mlp=mlp, neg=neg)
+
+
+def test_torch_logit_matches_sklearn(toy):
+    x = torch.tensor(toy["X"][:50])
+    for model in (toy["lr"], toy["mlp"], LinearDiscriminantAnalysis().fit(toy["X"], toy["y"])):
+        p = torch.sigmoid(torch_logit(model)(x)).numpy()
+        np.testing.assert_allclose(p, positive_proba(model, toy["X"][:50]), atol=1e-6)
+    with pytest.raises(TypeError, match="model"):
+        torch_logit(toy["rf"])
+
+
+@pytest.mark.parametrize("gen", ["knn", "wachter", "spheres", "sample", "random_subset"])
+def test_generators_flip_the_model(toy, gen):
+    X, pool = toy["neg"], toy["X"]
+    model = toy["mlp"] if gen == "wachter" else toy["rf"]
+    R, ok = {
+        "knn": lambda: nearest_target_cf(model, X, pool),
+        "wachter": lambda: wachter_cf(model, X, lr=0.1, steps=100, rounds=6),
+        "spheres": lambda: growing_spheres_cf(model, X, seed=0, n_samples=100),
+        "sample": lambda: sample_target_cf(model, X, pool, seed=0),
+        "random_subset": lambda: random_subset_cf(model, X, pool, seed=0),
+    }[gen]()
+    assert R.shape == X.shape and ok.all() and predict_target(model, R).all()
+    if gen == "knn":  # the nearest flipped pool row
+        cand = pool[predict_target(model, pool)]
+        d = ((X[:, None] - cand[None]) ** 2).sum(-1).min(1)
+        np.testing.assert_allclose(((R - X) ** 2).sum(1), d)
+    if gen == "random_subset":
+        assert ((R != X).sum(1) <= X.shape[1]).all()
+
+
+def test_generator_bad_inputs(toy):
+    with pytest.raises(TypeError, match="model"):
+        nearest_target_cf(object(), toy["neg"], toy["X"])
+    with pytest.raises(ValueError, match="pool"):
+        nearest_target_cf(toy["lr"], toy["neg"], toy["X"][:, :3])
+    with pytest.raises(ValueError, match="2-D"):
+        growing_spheres_cf(toy["lr"], toy["neg"][0])
+    with pytest.raises(ValueError, match="steps"):
+        wachter_cf(toy["lr"], toy["neg"], steps=0)
+    with pytest.raises(ValueError, match="lam"):
+        wachter_cf(toy["lr"], toy["neg"], lam=-1.0)
+    with pytest.raises(TypeError, match="seed"):
+        sample_target_cf(toy["lr"], toy["neg"], toy["X"], seed="a")
+    with pytest.raises(ValueError, match="target class"):
+        sample_target_cf(toy["lr"], toy["neg"], toy["neg"])
+    with pytest.raises(ValueError, match="finite"):
+        nearest_target_cf(toy["lr"], np.full((2, 4), np.nan), toy["X"])
+
+
+def _brute_bshap(f, x, b):
+    d = len(x)
+    phi = np.zeros(d)
+    for k in range(d):
+        others = [j for j in range(d) if j != k]
+        for s in range(d):
+            for S in combinations(others, s):
+                w = math.factorial(s) * math.factorial(d - s - 1) / math.factorial(d)
+                on = np.zeros(d, bool)
+                on[list(S)] = True
+                h0 = np.where(on, x, b)
+                on[k] = True
+                h1 = np.where(on, x, b)
+                phi[k] += w * (f(h1[None])[0] - f(h0[None])[0])
+    return phi
+
+
+def test_baseline_shapley_exact_matches_brute_force_and_is_efficient(toy):
+    f = lambda H: positive_proba(toy["rf"], H)
+    X, B = toy["neg"][:3], toy["X"][-3:]
+    phi = baseline_shapley(f, X, B)
+    for i in range(3):
+        np.testing.assert_allclose(phi[i], _brute_bshap(f, X[i], B[i]), atol=1e-12)
+    np.testing.assert_allclose(phi.sum(1), f(X) - f(B), atol=1e-12)
+    B2 = B.copy()
+    B2[:, 1] = X[:, 1]  # equal features are null players
+    assert np.all(baseline_shapley(f, X, B2)[:, 1] == 0)
+
+
+def test_baseline_shapley_sampled_is_efficient_and_close(toy):
+    f = lambda H: positive_proba(toy["lr"], H)
+    X, B = toy["neg"][:4], toy["X"][-4:]
+    exact = baseline_shapley(f, X, B)
+    approx = baseline_shapley(f, X, B, exact_max=0, n_permutations=400, seed=1)
+    np.testing.assert_allclose(approx.sum(1), f(X) - f(B), atol=1e-12)
+    np.testing.assert_allclose(approx, exact, atol=0.02)
+
+
+def test_baseline_shapley_bad_inputs(toy):
+    f = lambda H: positive_proba(toy["lr"], H)
+    with pytest.raises(TypeError, match="f"):
+        baseline_shapley(3, toy["neg"], toy["neg"])
+    with pytest.raises(ValueError, match="rows"):
+        baseline_shapley(f, toy["neg"], toy["neg"][:2])
+    with pytest.raises(ValueError, match="exact_max"):
+        baseline_shapley(f, toy["neg"], toy["neg"], exact_max=40)
+    with pytest.raises(ValueError, match="n_permutations"):
+        baseline_shapley(f, toy["neg"], toy["neg"], n_permutations=0)
+
+
+def test_exhaustive_min_edits(toy):
+    model = toy["rf"]
+    valid = lambda H: predict_target(model, H)
+    X = toy["neg"]
+    Q, _ = nearest_target_cf(model, X, toy["X"])
+    best = exhaustive_min_edits(valid, X, Q)
+    for i in range(len(X)):  # brute force over all subsets
+        diff = np.flatnonzero(X[i] != Q[i])
+        sizes = [len(S) for k in range(len(diff) + 1) for S in combinations(diff, k)
+                 if valid(np.where(np.isin(np.arange(4), S), Q[i], X[i])[None])[0]]
+        assert best[i] == min(sizes)
+    assert (exhaustive_min_edits(valid, X, X) == -1).all()  # q itself not valid
+    with pytest.raises(TypeError, match="valid"):
+        exhaustive_min_edits(None, X, Q)
+    with pytest.raises(ValueError, match="max_features"):
+        exhaustive_min_edits(valid, X, Q, max_features=1)
