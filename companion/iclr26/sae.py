@@ -1,0 +1,706 @@
+"""The sparse-autoencoder family and its metrics.
+
+    sae = TopKSAE(d_in=64, width=256, k=8)             # or ReLUSAE(d_in, width, l1=...)
+    x_hat, z = sae(x)                                  # x: (..., d_in) -> reconstruction, codes (..., width)
+    loss, metrics = sae.loss(x)                        # per-token squared error (+ sparsity penalty), logs
+    fit_sae(sae, x, steps=1000, batch_size=512)        # AdamW, warmup-cosine, clipping via iclr26.train.fit
+
+    tfa = TemporalSAE(d_in=64, width=256, k=4)         # Temporal Feature Analysis (Lubana et al.)
+    x_hat, out = tfa(x_seq)                            # x_seq: (batch, time, d_in)
+    z_pred, z_nov = out["pred_codes"], out["novel_codes"]
+
+Metrics: :func:`fvu` (fraction of variance unexplained), :func:`variance_explained`, :func:`l0`,
+:func:`dead_fraction`, :func:`dense_fraction`, :func:`dictionary_recovery` (Hungarian matching against a planted
+dictionary), :func:`cosine_gram` and :func:`block_contrast` (event-boundary block structure).
+
+Decoder norms. A sparsity penalty on ``z`` can be dodged by shrinking ``z`` and growing the decoder rows, so
+:class:`ReLUSAE` and :class:`TopKSAE` either keep unit-norm decoder rows by construction
+(``decoder_norm="unit"``: the forward pass divides each row by its norm) or leave them free and weight the L1
+penalty by the row norms (``decoder_norm="free"``, scale-invariant). :class:`TemporalSAE` follows the official
+code: a tied dictionary ``D`` with free norms and a fixed encoder scale ``lam = 1 / (4 d_in)``.
+
+The real-model path (``paper`` scale) reads residual activations of a transformers causal LM with
+:func:`hf_residual_activations`, and :meth:`TemporalSAE.from_official` loads a released TFA checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "ReLUSAE",
+    "TopKSAE",
+    "CodeAttention",
+    "TemporalSAE",
+    "fit_sae",
+    "fit_temporal_sae",
+    "scaling_factor",
+    "fvu",
+    "variance_explained",
+    "l0",
+    "dead_fraction",
+    "dense_fraction",
+    "DictionaryRecovery",
+    "dictionary_recovery",
+    "cosine_gram",
+    "block_contrast",
+    "PlantedSlowFast",
+    "planted_slow_fast",
+    "hf_residual_activations",
+]
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def _check_int(value: Any, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_float(value: Any, name: str, low: float = 0.0, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
+    return value
+
+
+def _as_tensor(x: Any, name: str, ndim: int | tuple[int, ...] | None = None, last: int | None = None) -> torch.Tensor:
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    if not torch.is_tensor(x):
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
+    if not torch.is_floating_point(x):
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if x.ndim not in allowed:
+            want = " or ".join(map(str, allowed))
+            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    if last is not None and (x.ndim == 0 or x.shape[-1] != last):
+        raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
+    return x
+
+
+# ------------------------------------------------------------------------------------------------ standard SAEs
+class _DictionarySAE(nn.Module):
+    """Shared parts of :class:`ReLUSAE` and :class:`TopKSAE`: untied encoder, decoder with norm handling."""
+
+    def __init__(self, d_in: int, width: int, decoder_norm: str = "unit") -> None:
+        super().__init__()
+        self.d_in = _check_int(d_in, "d_in")
+        self.width = _check_int(width, "width")
+        if decoder_norm not in ("unit", "free"):
+            raise ValueError(f"decoder_norm must be 'unit' or 'free', got {decoder_norm!r}")
+        self.decoder_norm = decoder_norm
+        w = torch.randn(self.width, self.d_in)
+        w = w / w.norm(dim=1, keepdim=True)
+        self.W_dec = nn.Parameter(w.clone())  # (width, d_in): one dictionary atom per row
+        self.W_enc = nn.Parameter(w.T.clone())  # (d_in, width): initialised as the decoder's transpose
+        self.b_enc = nn.Parameter(torch.zeros(self.width))
+        self.b_dec = nn.Parameter(torch.zeros(self.d_in))
+
+    @property
+    def dictionary(self) -> torch.Tensor:
+        """The decoder rows actually used in the forward pass, shape ``(width, d_in)``."""
+        if self.decoder_norm == "unit":
+            return self.W_dec / self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-8)
+        return self.W_dec
+
+    def _check_input(self, x: torch.Tensor) -> torch.Tensor:
+        return _as_tensor(x, "x", last=self.d_in)
+
+    def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check_input(x)
+        return (x - self.b_dec) @ self.W_enc + self.b_enc
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        z = _as_tensor(z, "z", last=self.width)
+        return z @ self.dictionary + self.b_dec
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(x_hat, z)`` for ``x`` of shape ``(..., d_in)``."""
+        z = self.encode(x)
+        return self.decode(z), z
+
+    def penalty(self, z: torch.Tensor) -> torch.Tensor:
+        return z.new_zeros(())
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Mean over tokens of the squared error summed over features, plus the sparsity penalty."""
+        x_hat, z = self(x)
+        mse = (x - x_hat).pow(2).sum(-1).mean()
+        return mse + self.penalty(z), {"mse": mse.detach(), "l0": (z > 0).float().sum(-1).mean().detach()}
+
+
+class ReLUSAE(_DictionarySAE):
+    """ReLU SAE with an L1 penalty: ``z = ReLU((x - b_dec) W_enc + b_enc)``,
+    loss ``||x - x_hat||^2 + l1 * sum_i z_i ||d_i||``.
+
+    With ``decoder_norm="unit"`` the row norms are 1 and the penalty is the plain L1 norm.
+    """
+
+    def __init__(self, d_in: int, width: int, l1: float = 1e-2, decoder_norm: str = "unit") -> None:
+        super().__init__(d_in, width, decoder_norm)
+        self.l1 = _check_float(l1, "l1")
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.pre_activations(x))
+
+    def penalty(self, z: torch.Tensor) -> torch.Tensor:
+        norms = self.dictionary.norm(dim=1)
+        return self.l1 * (z * norms).sum(-1).mean()
+
+
+class TopKSAE(_DictionarySAE):
+    """TopK SAE: keep the ``k`` largest ReLU pre-activations of each token, zero the rest (no penalty)."""
+
+    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit") -> None:
+        super().__init__(d_in, width, decoder_norm)
+        self.k = _check_int(k, "k")
+        if self.k > self.width:
+            raise ValueError(f"k must be <= width={self.width}, got {k}")
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return _topk_relu(self.pre_activations(x), self.k)
+
+
+def _topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
+    act = F.relu(pre)
+    vals, idx = act.topk(k, dim=-1)
+    return torch.zeros_like(act).scatter(-1, idx, vals)
+
+
+# ------------------------------------------------------------------------------------------------ Temporal SAE
+class CodeAttention(nn.Module):
+    """One causal multi-head attention layer in code space (the official ``ManualAttention``).
+
+    Queries come from the current tokens' codes (``target``), keys and values from the context codes (``ctx``);
+    position ``t`` attends to context positions ``0..t``. ``bottleneck_factor`` shrinks the query/key width.
+    Weights start with rows of norm ``1/sqrt(head dim)`` (queries, keys, values) and ``1/sqrt(width)`` (output),
+    as in the official code.
+    """
+
+    def __init__(self, width: int, n_heads: int = 4, bottleneck_factor: int = 1) -> None:
+        super().__init__()
+        width = _check_int(width, "width")
+        n_heads = _check_int(n_heads, "n_heads")
+        bottleneck_factor = _check_int(bottleneck_factor, "bottleneck_factor")
+        if width % (n_heads * bottleneck_factor):
+            raise ValueError(
+                f"width={width} must be divisible by n_heads * bottleneck_factor = {n_heads * bottleneck_factor}"
+            )
+        self.width, self.n_heads = width, n_heads
+        self.n_embd = width // bottleneck_factor
+        self.k_ctx = nn.Linear(width, self.n_embd)
+        self.q_target = nn.Linear(width, self.n_embd)
+        self.v_ctx = nn.Linear(width, width)
+        self.c_proj = nn.Linear(width, width)
+        with torch.no_grad():
+            for lin, scale in (
+                (self.k_ctx, 1 / math.sqrt(self.n_embd // n_heads)),
+                (self.q_target, 1 / math.sqrt(self.n_embd // n_heads)),
+                (self.v_ctx, 1 / math.sqrt(width // n_heads)),
+                (self.c_proj, 1 / math.sqrt(width)),
+            ):
+                lin.weight.mul_(scale / (1e-6 + lin.weight.norm(dim=1, keepdim=True)))
+
+    def forward(
+        self, ctx: torch.Tensor, target: torch.Tensor, return_pattern: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, _ = ctx.shape
+        h = self.n_heads
+        q = self.q_target(target).view(B, T, h, -1).transpose(1, 2)
+        k = self.k_ctx(ctx).view(B, T, h, -1).transpose(1, 2)
+        v = self.v_ctx(ctx).view(B, T, h, -1).transpose(1, 2)
+        pattern = None
+        if return_pattern or q.device.type == "cpu":  # explicit softmax: faster than SDPA's CPU kernel here
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            out = pattern @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(out.transpose(1, 2).reshape(B, T, self.width)), pattern
+
+
+class TemporalSAE(nn.Module):
+    """Temporal Feature Analysis (the official ``TemporalSAE``): a predictable code from context + a sparse novel code.
+
+    For a sequence ``x`` of shape ``(batch, time, d_in)`` (multiplied by ``scaling_factor`` first):
+
+    1. ``x~ = x - b``; raw codes ``u_t = ReLU(lam * x~_t D^T)`` with the tied dictionary ``D`` (``width x d_in``);
+    2. context codes shifted by one step, ``c_t = u_{t-1}`` (``c_1 = 0``) — ``shift=False`` drops the shift
+       (an exercise: the current token then leaks into its own "prediction");
+    3. ``z~_t = ReLU(CodeAttention(c, u)_t)``; least-squares scale ``alpha_t = <z~_t D, x~_t> / ||z~_t D||^2``;
+       predictable code ``z_pred_t = alpha_t z~_t``; the residual ``r_t = x~_t - z_pred_t D`` goes on
+       (repeated for ``n_attn_layers`` layers);
+    4. novel code ``z_nov_t = TopK_k(ReLU(lam * r_t D^T))`` (``novel="topk"``), ``ReLU`` (``"relu"``, trained with
+       an L2 penalty) or zero (``"nullify"``);
+    5. ``x_hat = ((z_pred + z_nov) D + b) / scaling_factor``.
+
+    ``context="attention"`` is the official predictor; ``context="ema"`` replaces the attention with an exponential
+    moving average of past codes with decay ``ema_decay`` (an exercise).
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        width: int,
+        k: int | None = None,
+        n_heads: int = 4,
+        n_attn_layers: int = 1,
+        bottleneck_factor: int = 1,
+        novel: str = "topk",
+        shift: bool = True,
+        context: str = "attention",
+        ema_decay: float = 0.9,
+        scaling_factor: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.d_in = _check_int(d_in, "d_in")
+        self.width = _check_int(width, "width")
+        if novel not in ("topk", "relu", "nullify"):
+            raise ValueError(f"novel must be 'topk', 'relu' or 'nullify', got {novel!r}")
+        if novel == "topk":
+            if k is None:
+                raise ValueError("k must be given when novel='topk'")
+            k = _check_int(k, "k")
+            if k > self.width:
+                raise ValueError(f"k must be <= width={self.width}, got {k}")
+        if not isinstance(shift, bool):
+            raise TypeError(f"shift must be a bool, got {type(shift).__name__}")
+        if context not in ("attention", "ema"):
+            raise ValueError(f"context must be 'attention' or 'ema', got {context!r}")
+        self.ema_decay = _check_float(ema_decay, "ema_decay")
+        if not self.ema_decay < 1:
+            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
+        self.scaling_factor = _check_float(scaling_factor, "scaling_factor", strict=True)
+        self.k, self.novel, self.shift, self.context = k, novel, shift, context
+        self.lam = 1.0 / (4 * self.d_in)
+        self.eps = 1e-6
+        n_attn_layers = _check_int(n_attn_layers, "n_attn_layers")
+        self.attn_layers = nn.ModuleList(
+            [CodeAttention(self.width, n_heads, bottleneck_factor) for _ in range(n_attn_layers)]
+        )
+        self.D = nn.Parameter(torch.randn(self.width, self.d_in))
+        self.b = nn.Parameter(torch.zeros(self.d_in))
+
+    def _ema(self, ctx: torch.Tensor) -> torch.Tensor:
+        """Exponential moving average of the context codes up to each position (the attention ablation)."""
+        T = ctx.shape[1]
+        t = torch.arange(T, device=ctx.device, dtype=ctx.dtype)
+        lag = t[:, None] - t[None, :]
+        w = torch.where(lag >= 0, self.ema_decay ** lag.clamp_min(0), torch.zeros_like(lag))
+        w = w / w.sum(1, keepdim=True)
+        return torch.einsum("ts,bsm->btm", w, ctx)
+
+    def forward(
+        self, x: torch.Tensor, return_pattern: bool = False, k: int | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+        """Return ``(x_hat, out)``; ``out`` holds ``pred_codes``, ``novel_codes``, ``pred_recons``,
+        ``novel_recons`` (without the bias, in input units), ``alpha`` and ``attn`` (patterns if asked)."""
+        x = _as_tensor(x, "x", ndim=3, last=self.d_in)
+        kval = self.k if k is None else _check_int(k, "k")
+        xt = x * self.scaling_factor - self.b
+        z_pred = torch.zeros(*x.shape[:2], self.width, device=x.device, dtype=x.dtype)
+        alphas, patterns = [], []
+        for layer in self.attn_layers:
+            u = F.relu((xt * self.lam) @ self.D.T)
+            ctx = torch.cat([torch.zeros_like(u[:, :1]), u[:, :-1]], dim=1) if self.shift else u
+            if self.context == "attention":
+                raw, pattern = layer(ctx, u, return_pattern=return_pattern)
+            else:
+                raw, pattern = self._ema(ctx), None
+            raw = F.relu(raw)
+            recon = raw @ self.D
+            alpha = (recon * xt).sum(-1, keepdim=True) / (recon.norm(dim=-1, keepdim=True) + self.eps).pow(2)
+            z_pred = z_pred + alpha * raw
+            xt = xt - alpha * recon
+            alphas.append(alpha.squeeze(-1))
+            if pattern is not None:
+                patterns.append(pattern)
+        pre = (xt * self.lam) @ self.D.T
+        if self.novel == "topk":
+            z_nov = _topk_relu(pre, kval)
+        elif self.novel == "relu":
+            z_nov = F.relu(pre)
+        else:
+            z_nov = torch.zeros_like(z_pred)
+        x_hat = ((z_pred + z_nov) @ self.D + self.b) / self.scaling_factor
+        out = {
+            "pred_codes": z_pred,
+            "novel_codes": z_nov,
+            "pred_recons": (z_pred @ self.D).detach() / self.scaling_factor,
+            "novel_recons": (z_nov @ self.D).detach() / self.scaling_factor,
+            "alpha": torch.stack(alphas, -1),
+            "attn": torch.stack(patterns, 1) if patterns else None,
+        }
+        return x_hat, out
+
+    def loss(self, x: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The official objective: squared error summed over features, averaged over tokens (in scaled units),
+        plus ``gamma * mean ||z_nov||_2`` (the ReLU variant's penalty)."""
+        x_hat, out = self(x)
+        s = self.scaling_factor
+        mse = ((x - x_hat) * s).pow(2).sum(-1).mean()
+        reg = out["novel_codes"].norm(dim=-1).mean() if gamma > 0 else mse.new_zeros(())
+        return mse + gamma * reg, {"mse": mse.detach()}
+
+    @classmethod
+    def from_official(cls, conf: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]) -> TemporalSAE:
+        """Build from an official checkpoint: ``conf`` is its ``conf.yaml`` as a dict, ``state_dict`` its tensors
+        (``D``, ``b`` and ``attn_layers.{i}.{k_ctx,q_target,v_ctx,c_proj}.{weight,bias}``)."""
+        if not isinstance(conf, Mapping) or "llm" not in conf or "sae" not in conf:
+            raise ValueError("conf must be the official conf.yaml as a dict with 'llm' and 'sae' sections")
+        if not isinstance(state_dict, Mapping) or "D" not in state_dict:
+            raise ValueError("state_dict must be a mapping of tensors holding at least 'D'")
+        llm, sae = conf["llm"], conf["sae"]
+        if sae.get("tied_weights", True) is not True:
+            raise ValueError("only tied-weight TFA checkpoints are supported (conf['sae']['tied_weights'] is False)")
+        d_in = int(llm["dimin"])
+        model = cls(
+            d_in=d_in,
+            width=int(d_in * sae["exp_factor"]),
+            k=sae.get("kval_topk"),
+            n_heads=int(sae.get("n_heads", 4)),
+            n_attn_layers=int(sae.get("n_attn_layers", 1)),
+            bottleneck_factor=int(sae.get("bottleneck_factor", 1)),
+            novel=sae.get("sae_diff_type", "topk"),
+            scaling_factor=float(sae.get("scaling_factor", 1.0)),
+        )
+        sd = {name: torch.as_tensor(t) for name, t in state_dict.items()}
+        sd["b"] = sd["b"].reshape(-1)
+        model.load_state_dict(sd)
+        return model
+
+
+# ------------------------------------------------------------------------------------------------ training
+def scaling_factor(x: torch.Tensor) -> float:
+    """The input scale that makes the mean squared norm of ``x`` (tokens on the last axis) equal to ``d_in``."""
+    x = _as_tensor(x, "x")
+    msq = float(x.detach().reshape(-1, x.shape[-1]).pow(2).sum(-1).mean())
+    if msq <= 0:
+        raise ValueError("x is all zeros: no scaling factor")
+    return math.sqrt(x.shape[-1] / msq)
+
+
+def _adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+
+
+def fit_sae(
+    sae: _DictionarySAE,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 512,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    warmup: int | None = None,
+    clip: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "SAE",
+):
+    """Train a :class:`ReLUSAE` or :class:`TopKSAE` on tokens ``x`` (``(n, d_in)``; more axes are flattened)
+    with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the history."""
+    from iclr26.train import fit
+
+    if not isinstance(sae, _DictionarySAE):
+        raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
+    x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
+    steps = _check_int(steps, "steps")
+    batch_size = _check_int(batch_size, "batch_size")
+    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
+    device = next(sae.parameters()).device
+    x = x.to(device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n = x.shape[0]
+
+    def batches(step: int) -> torch.Tensor:
+        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
+
+    return fit(sae, lambda m, b: m.loss(b), batches, _adamw(sae, lr, weight_decay), steps=steps,
+               schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip, progress=progress, desc=desc)
+
+
+def fit_temporal_sae(
+    tfa: TemporalSAE,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    warmup: int | None = None,
+    clip: float = 1.0,
+    gamma: float = 0.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "TFA",
+):
+    """Train a :class:`TemporalSAE` on sequences ``x`` (``(n_seq, time, d_in)``) with the official recipe:
+    AdamW (betas 0.9, 0.95, weight decay 1e-4), warmup then cosine, gradient clipping at 1."""
+    from iclr26.train import fit
+
+    if not isinstance(tfa, TemporalSAE):
+        raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
+    x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
+    steps = _check_int(steps, "steps")
+    batch_size = _check_int(batch_size, "batch_size")
+    gamma = _check_float(gamma, "gamma")
+    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
+    device = next(tfa.parameters()).device
+    x = x.to(device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n = x.shape[0]
+
+    def batches(step: int) -> torch.Tensor:
+        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
+
+    return fit(tfa, lambda m, b: m.loss(b, gamma=gamma), batches, _adamw(tfa, lr, weight_decay), steps=steps,
+               schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip, progress=progress, desc=desc)
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def _flat_pair(x: Any, x_hat: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _as_tensor(x, "x")
+    x_hat = _as_tensor(x_hat, "x_hat")
+    if x.shape != x_hat.shape:
+        raise ValueError(f"x and x_hat must have the same shape, got {tuple(x.shape)} and {tuple(x_hat.shape)}")
+    if x.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    return x.detach().reshape(-1, x.shape[-1]).double(), x_hat.detach().reshape(-1, x.shape[-1]).double()
+
+
+def fvu(x: Any, x_hat: Any) -> float:
+    """Fraction of variance unexplained: ``sum ||x - x_hat||^2 / sum ||x - mean(x)||^2`` over all tokens."""
+    x, x_hat = _flat_pair(x, x_hat)
+    total = (x - x.mean(0)).pow(2).sum()
+    if total <= 0:
+        raise ValueError("x has zero variance: FVU is undefined")
+    return float((x - x_hat).pow(2).sum() / total)
+
+
+def variance_explained(x: Any, x_hat: Any) -> float:
+    """``1 - fvu(x, x_hat)``."""
+    return 1.0 - fvu(x, x_hat)
+
+
+def _codes(z: Any) -> torch.Tensor:
+    z = _as_tensor(z, "z")
+    if z.ndim == 0:
+        raise ValueError("z must have a latent axis (last dimension)")
+    return z.detach().reshape(-1, z.shape[-1])
+
+
+def _check_threshold(threshold: Any) -> float:
+    return _check_float(threshold, "threshold")
+
+
+def l0(z: Any, threshold: float = 0.0) -> float:
+    """Mean number of latents with ``|z| > threshold`` per token."""
+    z = _codes(z)
+    return float((z.abs() > _check_threshold(threshold)).float().sum(-1).mean())
+
+
+def dead_fraction(z: Any, threshold: float = 0.0) -> float:
+    """Fraction of latents that never exceed ``threshold`` (in absolute value) on the given tokens."""
+    z = _codes(z)
+    return float(((z.abs() > _check_threshold(threshold)).sum(0) == 0).float().mean())
+
+
+def dense_fraction(z: Any, frequency: float = 0.5, threshold: float = 0.0) -> float:
+    """Fraction of latents active (``|z| > threshold``) on more than ``frequency`` of the tokens."""
+    z = _codes(z)
+    frequency = _check_float(frequency, "frequency")
+    if frequency > 1:
+        raise ValueError(f"frequency must be in [0, 1], got {frequency}")
+    return float(((z.abs() > _check_threshold(threshold)).float().mean(0) > frequency).float().mean())
+
+
+@dataclass(frozen=True)
+class DictionaryRecovery:
+    """Result of :func:`dictionary_recovery`.
+
+    ``cos[i]`` is the cosine between true atom ``i`` and its matched learned atom ``match[i]``; ``mean_cos`` their mean;
+    ``recovered`` the fraction with ``cos >= threshold``.
+    """
+
+    cos: np.ndarray
+    match: np.ndarray
+    mean_cos: float
+    recovered: float
+
+
+def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> DictionaryRecovery:
+    """Match each true atom (rows of ``true``, ``(n_true, d)``) to a distinct learned atom (rows of ``learned``,
+    ``(n_learned, d)``, ``n_learned >= n_true``) maximising the summed cosine (Hungarian algorithm,
+    ``scipy.optimize.linear_sum_assignment``)."""
+    from scipy.optimize import linear_sum_assignment
+
+    learned = _as_tensor(learned, "learned", ndim=2).detach().double()
+    true = _as_tensor(true, "true", ndim=2).detach().double()
+    if learned.shape[1] != true.shape[1]:
+        raise ValueError(
+            f"learned and true must have the same number of columns, got {learned.shape[1]} and {true.shape[1]}"
+        )
+    if learned.shape[0] < true.shape[0]:
+        raise ValueError(f"learned needs at least as many atoms as true ({true.shape[0]}), got {learned.shape[0]}")
+    threshold = _check_float(threshold, "threshold")
+    cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
+    rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
+    matched = cos[rows, cols].cpu().numpy()
+    return DictionaryRecovery(cos=matched, match=cols, mean_cos=float(matched.mean()),
+                              recovered=float((matched >= threshold).mean()))
+
+
+def cosine_gram(z: Any) -> np.ndarray:
+    """Cosine-similarity matrix between the rows of ``z`` (``(time, width)``); all-zero rows get similarity 0."""
+    z = _as_tensor(z, "z", ndim=2).detach().double()
+    zn = z / z.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return (zn @ zn.T).cpu().numpy()
+
+
+def block_contrast(gram: Any, segments: Any) -> float:
+    """Mean similarity within segments minus mean similarity across segments (off-diagonal entries only).
+
+    ``gram`` is a ``(T, T)`` similarity matrix, ``segments`` a length-``T`` array of segment ids.
+    """
+    gram = np.asarray(gram, dtype=float)
+    seg = np.asarray(segments)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1]:
+        raise ValueError(f"gram must be a square matrix, got shape {gram.shape}")
+    if seg.shape != (gram.shape[0],):
+        raise ValueError(f"segments must have shape ({gram.shape[0]},), got {seg.shape}")
+    same = seg[:, None] == seg[None, :]
+    off = ~np.eye(len(seg), dtype=bool)
+    if not (same & off).any() or not (~same).any():
+        raise ValueError("segments must contain at least two segments and one segment of length >= 2")
+    return float(gram[same & off].mean() - gram[~same].mean())
+
+
+# ------------------------------------------------------------------------------------------------ planted data
+@dataclass(frozen=True)
+class PlantedSlowFast:
+    """Sequences ``x = slow + fast + noise`` with their ground truth (see :func:`planted_slow_fast`)."""
+
+    x: torch.Tensor  # (n_seq, T, d)
+    slow: torch.Tensor  # (n_seq, T, d)
+    fast: torch.Tensor  # (n_seq, T, d)
+    topic: torch.Tensor  # (n_seq, T) long: the current topic
+    boundary: torch.Tensor  # (n_seq, T) bool: the topic changed at this step
+    fast_coef: torch.Tensor  # (n_seq, T, n_fast): ground-truth fast coefficients
+    slow_atoms: torch.Tensor  # (n_slow, d)
+    fast_atoms: torch.Tensor  # (n_fast, d)
+    topic_atoms: torch.Tensor  # (n_topics, atoms_per_topic) long: which slow atoms make up each topic
+
+
+def planted_slow_fast(
+    n_seq: int,
+    seq_len: int,
+    d: int,
+    *,
+    n_topics: int = 8,
+    n_slow: int = 16,
+    atoms_per_topic: int = 3,
+    n_fast: int = 64,
+    k_fast: int = 3,
+    switch_prob: float = 1 / 16,
+    slow_scale: float = 1.0,
+    fast_scale: float = 1.0,
+    noise: float = 0.05,
+    seed: int = 0,
+) -> PlantedSlowFast:
+    """Planted temporal data: a slow topic component that switches at random plus fast i.i.d. sparse atoms.
+
+    The topic (one of ``n_topics``, each the sum of ``atoms_per_topic`` unit slow atoms with coefficients drawn once
+    per segment from U(0.5, 1.5) times ``slow_scale``) switches to a different topic with probability ``switch_prob``
+    per step; each step also adds ``k_fast`` of ``n_fast`` unit fast atoms with coefficients U(0.5, 1.5) times
+    ``fast_scale``, and Gaussian noise of standard deviation ``noise`` per coordinate.
+    """
+    n_seq, seq_len, d = _check_int(n_seq, "n_seq"), _check_int(seq_len, "seq_len", 2), _check_int(d, "d")
+    n_topics, n_slow = _check_int(n_topics, "n_topics", 2), _check_int(n_slow, "n_slow")
+    atoms_per_topic = _check_int(atoms_per_topic, "atoms_per_topic")
+    n_fast, k_fast = _check_int(n_fast, "n_fast"), _check_int(k_fast, "k_fast")
+    if atoms_per_topic > n_slow:
+        raise ValueError(f"atoms_per_topic must be <= n_slow={n_slow}, got {atoms_per_topic}")
+    if k_fast > n_fast:
+        raise ValueError(f"k_fast must be <= n_fast={n_fast}, got {k_fast}")
+    switch_prob = _check_float(switch_prob, "switch_prob")
+    if switch_prob > 1:
+        raise ValueError(f"switch_prob must be in [0, 1], got {switch_prob}")
+    slow_scale = _check_float(slow_scale, "slow_scale")
+    fast_scale = _check_float(fast_scale, "fast_scale")
+    noise = _check_float(noise, "noise")
+    rng = np.random.default_rng(seed)
+
+    def unit_rows(n: int) -> np.ndarray:
+        a = rng.standard_normal((n, d))
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    slow_atoms, fast_atoms = unit_rows(n_slow), unit_rows(n_fast)
+    topic_atoms = np.stack([rng.choice(n_slow, atoms_per_topic, replace=False) for _ in range(n_topics)])
+    topic = np.zeros((n_seq, seq_len), dtype=np.int64)
+    boundary = np.zeros((n_seq, seq_len), dtype=bool)
+    slow_coef = np.zeros((n_seq, seq_len, n_slow))
+    for s in range(n_seq):
+        cur = rng.integers(n_topics)
+        coef = rng.uniform(0.5, 1.5, atoms_per_topic) * slow_scale
+        for t in range(seq_len):
+            if t > 0 and rng.random() < switch_prob:
+                cur = (cur + rng.integers(1, n_topics)) % n_topics
+                coef = rng.uniform(0.5, 1.5, atoms_per_topic) * slow_scale
+                boundary[s, t] = True
+            topic[s, t] = cur
+            slow_coef[s, t, topic_atoms[cur]] = coef
+    fast_coef = np.zeros((n_seq, seq_len, n_fast))
+    idx = np.argsort(rng.random((n_seq, seq_len, n_fast)), axis=-1)[..., :k_fast]
+    np.put_along_axis(fast_coef, idx, rng.uniform(0.5, 1.5, (n_seq, seq_len, k_fast)) * fast_scale, axis=-1)
+    slow = slow_coef @ slow_atoms
+    fast = fast_coef @ fast_atoms
+    x = slow + fast + noise * rng.standard_normal((n_seq, seq_len, d))
+    f32 = lambda a: torch.tensor(a, dtype=torch.float32)
+    return PlantedSlowFast(x=f32(x), slow=f32(slow), fast=f32(fast), topic=torch.tensor(topic),
+                           boundary=torch.tensor(boundary), fast_coef=f32(fast_coef), slow_atoms=f32(slow_atoms),
+                           fast_atoms=f32(fast_atoms), topic_atoms=torch.tensor(topic_atoms))
+
+
+# ------------------------------------------------------------------------------------------------ real models
+def hf_residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int = 8) -> torch.Tensor:
+    """Residual-stream activations of a transformers causal LM after block ``layer`` (``hidden_states[layer]``,
+    where 0 is the embedding output) for ``input_ids`` of shape ``(n_seq, T)``; returns float32 on the CPU."""
+    if not hasattr(model, "config") or not callable(model):
+        raise TypeError(f"model must be a transformers model, got {type(model).__name__}")
+    if isinstance(input_ids, np.ndarray):
+        input_ids = torch.from_numpy(input_ids)
+    if not torch.is_tensor(input_ids) or input_ids.dtype not in (torch.int64, torch.int32) or input_ids.ndim != 2:
+        raise ValueError("input_ids must be an integer tensor of shape (n_seq, T)")
+    n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", -1)))
+    layer = _check_int(layer, "layer", 0)
+    if n_layers >= 0 and layer > n_layers:
+        raise ValueError(f"layer must be in [0, {n_layers}], got {layer}")
+    batch_size = _check_int(batch_size, "batch_size")
+    device = next(model.parameters()).device
+    outs = []
+    with torch.no_grad():
+        for i in range(0, input_ids.shape[0], batch_size):
+            ids = input_ids[i : i + batch_size].long().to(device)
+            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+            outs.append(hs[layer].float().cpu())
+    return torch.cat(outs)

@@ -1,0 +1,201 @@
+"""Unit tests of iclr26.diffusion: schedules, noising, losses, samplers, exact scores, memorisation metrics."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.diffusion import (
+    NoiseSchedule,
+    ddim_sample,
+    ddpm_sample,
+    empirical_score,
+    eps_loss,
+    frechet_distance,
+    gmm_sample,
+    gmm_score,
+    make_schedule,
+    memorized_fraction,
+    nn_distance_ratio,
+    ou_alpha_sigma,
+    ou_noise,
+    ou_sample,
+    q_sample,
+    score_loss,
+)
+
+
+def _gmm(K=3, d=2, scale=0.2, seed=0):  # noqa: N803
+    g = torch.Generator().manual_seed(seed)
+    means = torch.randn(K, d, generator=g, dtype=torch.float64) * 2
+    covs = torch.eye(d, dtype=torch.float64).repeat(K, 1, 1) * scale
+    return means, covs, torch.full((K,), 1 / K, dtype=torch.float64)
+
+
+def test_ou_alpha_sigma_variance_preserving():
+    a, s = ou_alpha_sigma(torch.tensor([0.01, 1.0, 5.0]))
+    assert torch.allclose(a**2 + s**2, torch.ones(3))
+    a1, _ = ou_alpha_sigma(2.0)
+    assert math.isclose(float(a1), math.exp(-1), rel_tol=1e-6)
+    with pytest.raises(ValueError):
+        ou_alpha_sigma(0.0)
+    with pytest.raises(TypeError):
+        ou_alpha_sigma("1")
+
+
+def test_ou_noise_and_score_loss_target():
+    x0 = torch.randn(5, 3)
+    xt, eps = ou_noise(x0, 0.3)
+    a, s = ou_alpha_sigma(0.3)
+    assert torch.allclose(xt, a * x0 + s * eps, atol=1e-6)
+    # the conditional score -eps/sigma has zero loss
+    assert torch.allclose(score_loss(-eps / s, eps, float(s)), torch.zeros(5), atol=1e-8)
+    with pytest.raises(ValueError):
+        ou_noise(x0, torch.ones(4))
+    with pytest.raises(ValueError):
+        ou_noise(x0, -1.0)
+    with pytest.raises(ValueError):
+        score_loss(torch.zeros(5, 3), torch.zeros(5, 2), 1.0)
+    with pytest.raises(TypeError):
+        ou_noise(np.zeros((2, 2)), 0.1)
+
+
+def test_gmm_score_matches_autograd_of_log_density():
+    means, covs, w = _gmm()
+    t = 0.4
+    x = torch.randn(6, 2, dtype=torch.float64, requires_grad=True)
+    a, s = ou_alpha_sigma(torch.tensor(t, dtype=torch.float64))
+    comps = torch.distributions.MultivariateNormal(a * means, a**2 * covs + s**2 * torch.eye(2, dtype=torch.float64))
+    logp = torch.logsumexp(comps.log_prob(x[:, None, :]) + torch.log(w), dim=1).sum()
+    (grad,) = torch.autograd.grad(logp, x)
+    assert torch.allclose(gmm_score(x.detach(), t, means, covs, w), grad, atol=1e-8)
+    # per-sample times give the same answer
+    t_vec = torch.full((6,), t, dtype=torch.float64)
+    assert torch.allclose(gmm_score(x.detach(), t_vec, means, covs, w), grad, atol=1e-8)
+    with pytest.raises(ValueError):
+        gmm_score(x.detach(), t, means, covs, torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError):
+        gmm_score(torch.zeros(2, 3, dtype=torch.float64), t, means, covs, w)
+
+
+def test_empirical_score_is_score_of_noised_training_set():
+    data = torch.randn(7, 3, dtype=torch.float64)
+    t = 0.2
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    a, s = ou_alpha_sigma(torch.tensor(t, dtype=torch.float64))
+    logp = torch.logsumexp(-((x[:, None] - a * data[None]) ** 2).sum(-1) / (2 * s**2), dim=1).sum()
+    (grad,) = torch.autograd.grad(logp, x)
+    assert torch.allclose(empirical_score(x.detach(), t, data, chunk=3), grad, atol=1e-8)
+    with pytest.raises(ValueError):
+        empirical_score(x.detach(), t, torch.zeros(7, 2, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        empirical_score(x.detach(), t, data, chunk=0)
+
+
+def test_loss_gap_equals_fisher_on_a_tiny_mixture():
+    means, covs, w = _gmm()
+    g = torch.Generator().manual_seed(1)
+    data = gmm_sample(8, means, covs, w, generator=g)
+    t, m = 0.05, 40_000
+    x0 = data[torch.arange(m) % 8]
+    xt, eps = ou_noise(x0, t, generator=g)
+    s = float(ou_alpha_sigma(t)[1])
+    st, se = gmm_score(xt, t, means, covs, w), empirical_score(xt, t, data)
+    gap = (score_loss(st, eps, s) - score_loss(se, eps, s)).mean()
+    fisher = (se - st).pow(2).sum(1).mean()
+    assert abs(float(gap / fisher) - 1) < 0.05
+
+
+def test_schedules_and_q_sample():
+    for kind in ("linear", "cosine"):
+        sched = make_schedule(100, kind)
+        assert isinstance(sched, NoiseSchedule) and sched.T == 100
+        assert bool(torch.all(sched.alpha_bars[1:] < sched.alpha_bars[:-1]))
+    sched = make_schedule(50)
+    x0 = torch.randn(3, 1, 4, 4)
+    xk, eps = q_sample(x0, 10, sched)
+    ab = sched.alpha_bars[10]
+    assert torch.allclose(xk, ab.sqrt() * x0 + (1 - ab).sqrt() * eps, atol=1e-6)
+    with pytest.raises(ValueError):
+        make_schedule(10, "quadratic")
+    with pytest.raises(ValueError):
+        make_schedule(0)
+    with pytest.raises(ValueError):
+        q_sample(x0, 50, sched)
+    with pytest.raises(TypeError):
+        q_sample(x0, 1.5, sched)
+    with pytest.raises(TypeError):
+        q_sample(x0, 1, "linear")
+
+
+def test_eps_loss_and_samplers_run_and_validate():
+    sched = make_schedule(20)
+    model = lambda x, k: torch.zeros_like(x)  # predicts no noise
+    x0 = torch.rand(4, 1, 2, 2)
+    assert float(eps_loss(model, x0, sched)) > 0
+    assert eps_loss(model, x0, sched, reduction="none").shape == (4,)
+    g = torch.Generator().manual_seed(0)
+    outs = (
+        ddpm_sample(model, (3, 1, 2, 2), sched, generator=g),
+        ddim_sample(model, (3, 1, 2, 2), sched, steps=5, generator=g),
+    )
+    for out in outs:
+        assert out.shape == (3, 1, 2, 2) and torch.isfinite(out).all() and float(out.abs().max()) <= 1 + 1e-5
+    # DDIM with eta=0 is deterministic given x_T
+    x_T = torch.randn(2, 1, 2, 2)
+    lin = lambda x, k: 0.1 * x
+    first = ddim_sample(lin, (2, 1, 2, 2), sched, steps=4, x_T=x_T)
+    assert torch.equal(first, ddim_sample(lin, (2, 1, 2, 2), sched, steps=4, x_T=x_T))
+    with pytest.raises(ValueError):
+        ddim_sample(model, (2, 1, 2, 2), sched, steps=50)
+    with pytest.raises(ValueError):
+        ddim_sample(model, (2, 1, 2, 2), sched, eta=2.0)
+    with pytest.raises(ValueError):
+        ddpm_sample(model, [2, 2], sched)
+    with pytest.raises(ValueError):
+        eps_loss(model, x0, sched, reduction="sum")
+
+
+def test_ou_sample_with_exact_empirical_score_memorises():
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(5, 2, generator=g, dtype=torch.float64) * 3
+    times = torch.logspace(math.log10(6.0), -3, 80, dtype=torch.float64)
+    x_T = torch.randn(200, 2, generator=g, dtype=torch.float64)
+    xs = ou_sample(lambda x, t: empirical_score(x, t, data), x_T, times, generator=g)
+    assert memorized_fraction(xs, data) > 0.9
+    xs_ode = ou_sample(lambda x, t: empirical_score(x, t, data), x_T, times, stochastic=False)
+    assert memorized_fraction(xs_ode, data) > 0.9
+    with pytest.raises(ValueError):
+        ou_sample(lambda x, t: x, x_T, torch.tensor([0.1, 0.5], dtype=torch.float64))
+
+
+def test_nn_ratio_and_memorized_fraction():
+    train = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    samples = torch.tensor([[0.1, 0.0], [5.0, 0.0]])
+    r = nn_distance_ratio(samples, train)
+    assert math.isclose(float(r[0]), 0.1 / math.hypot(9.9, 0.0), rel_tol=1e-6)
+    assert math.isclose(float(r[1]), 1.0, rel_tol=1e-6)
+    assert torch.allclose(nn_distance_ratio(samples, train, squared=True), r**2)
+    assert memorized_fraction(samples, train) == 0.5
+    assert memorized_fraction(samples, train, threshold=1 / 9, squared=True) == memorized_fraction(samples, train)
+    with pytest.raises(ValueError):
+        memorized_fraction(samples, train, threshold=1.5)
+    with pytest.raises(ValueError):
+        nn_distance_ratio(samples, train[:1])
+    with pytest.raises(ValueError):
+        nn_distance_ratio(samples, torch.zeros(3, 3))
+
+
+def test_frechet_distance():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2000, 3))
+    assert frechet_distance(a, a) < 1e-8
+    b = a + np.array([1.0, 0, 0])
+    assert math.isclose(frechet_distance(a, b), 1.0, rel_tol=1e-6)
+    # two Gaussians with covariances I and 4I: FD = 3·(1 + 4 - 2·2) = 3
+    assert abs(frechet_distance(torch.tensor(a), torch.tensor(2 * rng.normal(size=(200_000, 3)))) - 3) < 0.15
+    with pytest.raises(ValueError):
+        frechet_distance(a, a[:, :2])
+    with pytest.raises(TypeError):
+        frechet_distance([[1.0]], a)

@@ -1,0 +1,251 @@
+"""Unit tests of iclr26.sae: the SAE family, the Temporal SAE, metrics, planted data and the transformers path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.sae import (
+    CodeAttention,
+    ReLUSAE,
+    TemporalSAE,
+    TopKSAE,
+    block_contrast,
+    cosine_gram,
+    dead_fraction,
+    dense_fraction,
+    dictionary_recovery,
+    fit_sae,
+    fit_temporal_sae,
+    fvu,
+    hf_residual_activations,
+    l0,
+    planted_slow_fast,
+    scaling_factor,
+    variance_explained,
+)
+
+
+# ------------------------------------------------------------------------------------------------ standard SAEs
+def test_topk_sae_shapes_and_sparsity():
+    torch.manual_seed(0)
+    sae = TopKSAE(8, 32, k=3)
+    x = torch.randn(5, 7, 8)
+    x_hat, z = sae(x)
+    assert x_hat.shape == x.shape and z.shape == (5, 7, 32)
+    assert ((z > 0).sum(-1) <= 3).all() and (z >= 0).all()
+    assert torch.allclose(sae.dictionary.norm(dim=1), torch.ones(32), atol=1e-5)
+
+
+def test_decoder_norm_unit_is_invariant_to_row_scale():
+    torch.manual_seed(0)
+    sae = ReLUSAE(6, 12, l1=0.1)
+    x = torch.randn(4, 6)
+    before = sae(x)[0]
+    with torch.no_grad():
+        sae.W_dec.mul_(torch.rand(12, 1) * 5 + 0.1)
+    assert torch.allclose(before, sae(x)[0], atol=1e-5)
+
+
+def test_relu_sae_free_norm_penalty_weights_rows():
+    sae = ReLUSAE(4, 3, l1=1.0, decoder_norm="free")
+    with torch.no_grad():
+        sae.W_dec.copy_(torch.tensor([[2.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 3.0, 0]]))
+    z = torch.tensor([[1.0, 1.0, 0.0]])
+    assert sae.penalty(z).item() == pytest.approx(3.0)
+
+
+def test_fit_sae_recovers_planted_dictionary():
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    atoms = rng.standard_normal((8, 16))
+    atoms /= np.linalg.norm(atoms, axis=1, keepdims=True)
+    coef = np.zeros((2048, 8))
+    idx = rng.integers(0, 8, 2048)
+    coef[np.arange(2048), idx] = rng.uniform(1, 2, 2048)
+    x = torch.tensor(coef @ atoms, dtype=torch.float32)
+    sae = TopKSAE(16, 16, k=1)
+    hist = fit_sae(sae, x, steps=200, batch_size=128, lr=2e-2, progress=False)
+    assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
+    rec = dictionary_recovery(sae.dictionary.detach(), torch.tensor(atoms, dtype=torch.float32))
+    assert rec.mean_cos > 0.8  # random unit vectors in 16-d would give about 0.45
+    assert fvu(x, sae(x)[0].detach()) < 0.3
+
+
+# ------------------------------------------------------------------------------------------------ Temporal SAE
+def test_temporal_sae_output_and_causality():
+    torch.manual_seed(0)
+    tfa = TemporalSAE(8, 32, k=2)
+    x = torch.randn(3, 10, 8)
+    x_hat, out = tfa(x, return_pattern=True)
+    assert x_hat.shape == x.shape
+    assert out["pred_codes"].shape == out["novel_codes"].shape == (3, 10, 32)
+    assert ((out["novel_codes"] > 0).sum(-1) <= 2).all()
+    assert out["attn"].shape == (3, 1, 4, 10, 10)
+    assert torch.allclose(out["attn"].sum(-1), torch.ones(3, 1, 4, 10))
+    # the first position sees only the zero context; predictions at t never use tokens after t
+    x2 = x.clone()
+    x2[:, 6:] = torch.randn(3, 4, 8)
+    _, out2 = tfa(x2)
+    assert torch.allclose(out["pred_codes"][:, :6], out2["pred_codes"][:, :6], atol=1e-5)
+
+
+def test_temporal_sae_shift_means_token_cannot_predict_itself():
+    torch.manual_seed(0)
+    tfa = TemporalSAE(8, 32, k=2)
+    x = torch.randn(2, 6, 8)
+    x2 = x.clone()
+    x2[:, 3] = torch.randn(2, 8)
+    # with the shift, the raw predictable direction at t=3 changes only through the query (its own token) ...
+    _, a = tfa(x)
+    _, b = tfa(x2)
+    assert torch.allclose(a["pred_codes"][:, :3], b["pred_codes"][:, :3], atol=1e-5)
+    # ... and the reconstruction is exactly pred + novel through the tied dictionary
+    x_hat, out = tfa(x)
+    recon = (out["pred_codes"] + out["novel_codes"]) @ tfa.D + tfa.b
+    assert torch.allclose(x_hat, recon, atol=1e-5)
+
+
+def test_temporal_sae_alpha_is_least_squares():
+    torch.manual_seed(0)
+    tfa = TemporalSAE(8, 32, novel="nullify", scaling_factor=2.0)
+    x = torch.randn(2, 5, 8)
+    x_hat, out = tfa(x)
+    # nullify: x_hat*s - b is the projection of x*s - b onto the predicted direction -> residual orthogonal to it
+    xt = x * 2.0 - tfa.b
+    resid = xt - (x_hat * 2.0 - tfa.b)
+    direction = out["pred_recons"] * 2.0
+    assert (resid * direction).sum(-1).abs().max() < 1e-3
+
+
+def test_temporal_sae_variants_and_training():
+    torch.manual_seed(0)
+    data = planted_slow_fast(16, 16, 8, n_topics=3, n_slow=4, atoms_per_topic=2, n_fast=8, k_fast=1, seed=0)
+    for kw in ({"shift": False}, {"context": "ema"}, {"novel": "relu"}):
+        tfa = TemporalSAE(8, 16, k=2, **kw)
+        x_hat, out = tfa(data.x)
+        assert x_hat.shape == data.x.shape and torch.isfinite(x_hat).all()
+    tfa = TemporalSAE(8, 16, k=2, scaling_factor=scaling_factor(data.x))
+    hist = fit_temporal_sae(tfa, data.x, steps=40, batch_size=4, lr=3e-3, progress=False)
+    assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
+    hist = fit_temporal_sae(TemporalSAE(8, 16, novel="relu"), data.x, steps=5, gamma=0.1, progress=False)
+    assert len(hist) >= 1
+
+
+def test_from_official_roundtrip():
+    torch.manual_seed(0)
+    src = TemporalSAE(8, 16, k=2, n_heads=2, scaling_factor=0.5)
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    sd["b"] = sd["b"].reshape(1, -1)  # the official checkpoints store b as (1, d)
+    conf = {"llm": {"dimin": 8}, "sae": {"exp_factor": 2, "kval_topk": 2, "n_heads": 2, "n_attn_layers": 1,
+                                         "bottleneck_factor": 1, "sae_diff_type": "topk", "tied_weights": True,
+                                         "scaling_factor": 0.5}}
+    dst = TemporalSAE.from_official(conf, sd)
+    x = torch.randn(2, 5, 8)
+    assert torch.allclose(src(x)[0], dst(x)[0], atol=1e-6)
+    with pytest.raises(ValueError, match="conf"):
+        TemporalSAE.from_official({}, sd)
+    with pytest.raises(ValueError, match="tied"):
+        TemporalSAE.from_official({**conf, "sae": {**conf["sae"], "tied_weights": False}}, sd)
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def test_metrics_values():
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+    assert fvu(x, x) == 0.0
+    assert fvu(x, torch.zeros_like(x)) == pytest.approx(1.0)
+    assert variance_explained(x, 0.5 * x) == pytest.approx(0.75)
+    z = torch.tensor([[1.0, 0.0, 2.0], [1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])
+    assert l0(z) == pytest.approx(4 / 3)
+    assert dead_fraction(z) == pytest.approx(1 / 3)
+    assert dense_fraction(z, 0.5) == pytest.approx(1 / 3)
+
+
+def test_dictionary_recovery_hungarian():
+    true = torch.eye(3)
+    learned = torch.tensor([[0.0, 0.0, 2.0], [1.0, 0.1, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    rec = dictionary_recovery(learned, true, threshold=0.999)
+    assert list(rec.match) == [1, 2, 0]
+    assert rec.mean_cos > 0.99 and rec.recovered == pytest.approx(2 / 3)
+
+
+def test_gram_and_block_contrast():
+    z = torch.tensor([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    g = cosine_gram(z)
+    assert g.shape == (4, 4) and np.allclose(np.diag(g), 1)
+    assert block_contrast(g, [0, 0, 1, 1]) > 0.8
+
+
+def test_planted_data_ground_truth():
+    data = planted_slow_fast(4, 50, 12, switch_prob=0.2, noise=0.0, seed=1)
+    assert data.x.shape == (4, 50, 12)
+    assert torch.allclose(data.x, data.slow + data.fast, atol=1e-5)
+    changed = torch.cat([torch.zeros(4, 1, dtype=torch.bool), data.topic[:, 1:] != data.topic[:, :-1]], 1)
+    assert torch.equal(changed, data.boundary)
+    assert ((data.fast_coef > 0).sum(-1) == 3).all()
+    assert torch.allclose(data.fast, data.fast_coef @ data.fast_atoms, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ real-model path
+@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox"])
+def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
+    transformers = pytest.importorskip("transformers")
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32)
+    else:
+        cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2,
+                                         intermediate_size=32, vocab_size=50, max_position_embeddings=32)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = torch.randint(0, 50, (3, 10))
+    acts = hf_residual_activations(model, ids, layer=1, batch_size=2)
+    assert acts.shape == (3, 10, 16) and acts.dtype == torch.float32
+    tfa = TemporalSAE(16, 32, k=2, scaling_factor=scaling_factor(acts))
+    assert tfa(acts)[0].shape == acts.shape
+    with pytest.raises(ValueError, match="layer"):
+        hf_residual_activations(model, ids, layer=9)
+    with pytest.raises(ValueError, match="input_ids"):
+        hf_residual_activations(model, ids.float(), layer=1)
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda: TopKSAE(8, 4, k=5), ValueError, "k must be <= width"),
+        (lambda: TopKSAE(8, 0, k=1), ValueError, "width"),
+        (lambda: TopKSAE(8.0, 4, k=1), TypeError, "d_in"),
+        (lambda: ReLUSAE(8, 4, l1=-1.0), ValueError, "l1"),
+        (lambda: ReLUSAE(8, 4, decoder_norm="sphere"), ValueError, "decoder_norm"),
+        (lambda: TemporalSAE(8, 16), ValueError, "k must be given"),
+        (lambda: TemporalSAE(8, 16, k=2, novel="jump"), ValueError, "novel"),
+        (lambda: TemporalSAE(8, 16, k=2, context="rnn"), ValueError, "context"),
+        (lambda: TemporalSAE(8, 16, k=2, shift=1), TypeError, "shift"),
+        (lambda: TemporalSAE(8, 16, k=2, ema_decay=1.0), ValueError, "ema_decay"),
+        (lambda: TemporalSAE(8, 16, k=2, scaling_factor=0.0), ValueError, "scaling_factor"),
+        (lambda: CodeAttention(10, n_heads=4), ValueError, "divisible"),
+        (lambda: TopKSAE(8, 16, k=2)(torch.randn(3, 7)), ValueError, "last dimension 8"),
+        (lambda: TopKSAE(8, 16, k=2)(torch.ones(3, 8, dtype=torch.long)), TypeError, "floating"),
+        (lambda: TemporalSAE(8, 16, k=2)(torch.randn(3, 8)), ValueError, "3 dimensions"),
+        (lambda: TemporalSAE(8, 16, k=2)([[1.0]]), TypeError, "torch.Tensor"),
+        (lambda: fvu(torch.randn(3, 2), torch.randn(3, 3)), ValueError, "same shape"),
+        (lambda: fvu(torch.ones(3, 2), torch.ones(3, 2)), ValueError, "zero variance"),
+        (lambda: l0(torch.randn(3, 2), threshold=-1.0), ValueError, "threshold"),
+        (lambda: dense_fraction(torch.randn(3, 2), frequency=2.0), ValueError, "frequency"),
+        (lambda: dictionary_recovery(torch.randn(2, 3), torch.randn(3, 3)), ValueError, "at least as many"),
+        (lambda: dictionary_recovery(torch.randn(4, 3), torch.randn(3, 2)), ValueError, "columns"),
+        (lambda: block_contrast(np.eye(3), [0, 0]), ValueError, "segments"),
+        (lambda: block_contrast(np.eye(3), [0, 0, 0]), ValueError, "two segments"),
+        (lambda: planted_slow_fast(2, 8, 4, atoms_per_topic=20), ValueError, "atoms_per_topic"),
+        (lambda: planted_slow_fast(2, 8, 4, switch_prob=1.5), ValueError, "switch_prob"),
+        (lambda: planted_slow_fast(2, 1, 4), ValueError, "seq_len"),
+        (lambda: fit_sae(TemporalSAE(4, 8, k=1), torch.randn(3, 4), steps=1), TypeError, "ReLUSAE or TopKSAE"),
+        (lambda: fit_temporal_sae(TemporalSAE(4, 8, k=1), torch.randn(3, 4), steps=1), ValueError, "3 dimensions"),
+        (lambda: fit_temporal_sae(TemporalSAE(4, 8, k=1), torch.randn(3, 2, 4), steps=0), ValueError, "steps"),
+        (lambda: scaling_factor(torch.zeros(3, 4)), ValueError, "all zeros"),
+    ],
+)
+def test_bad_input(make, err, match):
+    with pytest.raises(err, match=match):
+        make()
