@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from iclr26.checks import float_tensor as _tensor
+
 __all__ = [
     "ou_alpha_sigma",
     "ou_noise",
@@ -47,19 +49,6 @@ ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 # ------------------------------------------------------------------------------------------------ validation
-def _tensor(x, name: str, ndim: int | tuple[int, ...] | None = None, floating: bool = True) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if floating and not torch.is_floating_point(x):
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if x.ndim not in allowed:
-            dims = " or ".join(map(str, allowed))
-            raise ValueError(f"{name} must have {dims} dimensions, got shape {tuple(x.shape)}")
-    return x
-
-
 def _positive(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")

@@ -25,6 +25,7 @@ The real-model path (``paper`` scale) reads residual activations of a transforme
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from iclr26.checks import float_tensor
 
 __all__ = [
     "ReLUSAE",
@@ -76,21 +79,7 @@ def _check_float(value: Any, name: str, low: float = 0.0, strict: bool = False) 
     return value
 
 
-def _as_tensor(x: Any, name: str, ndim: int | tuple[int, ...] | None = None, last: int | None = None) -> torch.Tensor:
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(x)
-    if not torch.is_tensor(x):
-        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
-    if not torch.is_floating_point(x):
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if x.ndim not in allowed:
-            want = " or ".join(map(str, allowed))
-            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
-    if last is not None and (x.ndim == 0 or x.shape[-1] != last):
-        raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
-    return x
+_as_tensor = functools.partial(float_tensor, numpy_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------ standard SAEs
