@@ -6,7 +6,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard nbs/*.ipynb)
 export PYTHONUNBUFFERED := 1
-export MPLBACKEND := Agg
 
 .PHONY: all venv book test lint unit chapters ci-book bench clean
 

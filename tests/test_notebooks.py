@@ -100,3 +100,6 @@ def test_chapter_runs_and_its_claims_hold(notebook: Path):
     assert not failed, f"{slug}: claims failed: {failed}"
     missing = [name for name in REQUIRED_GLUE.get(slug, []) if name not in result["glued"]]
     assert not missing, f"{slug}: numbers not glued: {missing}"
+    executed = json.loads((OUT / "executed" / f"{slug}.ipynb").read_text())
+    figures = sum("image/png" in o.get("data", {}) for c in executed["cells"] for o in c.get("outputs", []))
+    assert figures >= 3, f"{slug}: only {figures} figures rendered (a non-inline matplotlib backend?)"

@@ -33,12 +33,22 @@ def use_style(context: str = "notebook", font_scale: float = 1.0) -> None:
             "image.cmap": "viridis",
         }
     )
-    try:  # sharper figures in Jupyter and Colab; harmless elsewhere
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    _inline_in_notebooks()
 
-        set_matplotlib_formats("png")
+
+def _inline_in_notebooks() -> None:
+    """In a Jupyter kernel, draw figures inline whatever MPLBACKEND says (Agg would show nothing)."""
+    try:
+        from IPython import get_ipython
     except ImportError:
-        pass
+        return
+    shell = get_ipython()
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+        return
+    shell.run_line_magic("matplotlib", "inline")
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats("png")
 
 
 def savefig(fig, path, **kwargs) -> None:
