@@ -15,6 +15,8 @@ from iclr26.diffusion import (
     frechet_distance,
     gmm_sample,
     gmm_score,
+    hub_image_features,
+    improved_precision_recall,
     make_schedule,
     memorized_fraction,
     nn_distance_ratio,
@@ -199,3 +201,76 @@ def test_frechet_distance():
         frechet_distance(a, a[:, :2])
     with pytest.raises(TypeError):
         frechet_distance([[1.0]], a)
+
+
+def test_improved_precision_recall_exact_cases():
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(50, 4))
+    assert improved_precision_recall(real, real.copy()) == (1.0, 1.0)
+    far = torch.tensor(real + 1000.0)
+    assert improved_precision_recall(torch.tensor(real), far, k=3) == (0.0, 0.0)
+    # 1-D by hand, k = 1: real {0, 1, 2} has radii (1, 1, 1), manifold [-1, 3]; fake {2.5, 10, 10.5} has
+    # radii (7.5, 0.5, 0.5): manifold [-5, 10] ∪ [9.5, 11] holds every real point
+    p, r = improved_precision_recall(np.array([[0.0], [1.0], [2.0]]), np.array([[2.5], [10.0], [10.5]]), k=1)
+    assert (p, r) == (pytest.approx(1 / 3), 1.0)
+    # a mode-dropping generator: high precision, recall ≈ the share of real mass it covers
+    two_modes = np.concatenate([rng.normal(size=(300, 2)), rng.normal(size=(300, 2)) + 50])
+    p, r = improved_precision_recall(two_modes, rng.normal(size=(300, 2)), k=3, chunk=64)
+    assert p > 0.9 and 0.4 < r < 0.55
+
+
+def test_improved_precision_recall_bad_input():
+    a = np.zeros((5, 2))
+    with pytest.raises(TypeError, match="real_feats"):
+        improved_precision_recall([[0.0, 1.0]], a)
+    with pytest.raises(ValueError, match="fake_feats"):
+        improved_precision_recall(a, np.zeros(5))
+    with pytest.raises(ValueError, match="feature dimension"):
+        improved_precision_recall(a, np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="k"):
+        improved_precision_recall(a, a, k=0)
+    with pytest.raises(ValueError, match="k \\+ 1"):
+        improved_precision_recall(a, a, k=5)
+    with pytest.raises(ValueError, match="real_feats"):
+        improved_precision_recall(np.full((5, 2), np.nan), a)
+
+
+@pytest.fixture(scope="module")
+def tiny_dinov2(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                    image_size=32, patch_size=8)
+    path = tmp_path_factory.mktemp("dinov2_tiny")
+    transformers.Dinov2Model(cfg).save_pretrained(path)
+    return path
+
+
+def test_hub_image_features_loads_a_local_model(tiny_dinov2):
+    g = torch.Generator().manual_seed(0)
+    imgs = torch.rand(5, 3, 16, 16, generator=g) * 2 - 1  # [-1, 1], resized to the config's 32×32
+    f = hub_image_features(imgs, tiny_dinov2, batch_size=2)
+    assert f.shape == (5, 32) and f.dtype == torch.float32 and bool(torch.isfinite(f).all())
+    # batching does not change the features; [0, 1] input with value_range=(0, 1) gives the same features
+    assert torch.allclose(f, hub_image_features(imgs, str(tiny_dinov2), batch_size=5), atol=1e-5)
+    assert torch.allclose(f, hub_image_features((imgs + 1) / 2, tiny_dinov2, value_range=(0, 1)), atol=1e-5)
+    # grayscale is repeated to RGB; an explicit image size is honoured (DINOv2 interpolates its position embeddings)
+    gray = hub_image_features(imgs[:, :1], tiny_dinov2)
+    assert torch.allclose(gray, hub_image_features(imgs[:, :1].expand(-1, 3, -1, -1), tiny_dinov2), atol=1e-5)
+    assert hub_image_features(imgs, tiny_dinov2, image_size=24).shape == (5, 32)
+
+
+def test_hub_image_features_bad_input(tiny_dinov2):
+    imgs = torch.zeros(2, 3, 8, 8)
+    with pytest.raises(TypeError, match="images"):
+        hub_image_features(imgs.numpy(), tiny_dinov2)
+    with pytest.raises(ValueError, match="images"):
+        hub_image_features(torch.zeros(2, 2, 8, 8), tiny_dinov2)
+    with pytest.raises(ValueError, match="images"):
+        hub_image_features(torch.zeros(3, 8, 8), tiny_dinov2)
+    with pytest.raises(TypeError, match="model_name_or_path"):
+        hub_image_features(imgs, 3)
+    with pytest.raises(ValueError, match="batch_size"):
+        hub_image_features(imgs, tiny_dinov2, batch_size=0)
+    with pytest.raises(ValueError, match="value_range"):
+        hub_image_features(imgs, tiny_dinov2, value_range=(1, 0))

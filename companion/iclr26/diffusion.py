@@ -11,13 +11,15 @@ Two time conventions live side by side, because the theory papers and the image 
 Closed forms for checking a learned score: the exact score of a noised Gaussian mixture (:func:`gmm_score`) and
 the *empirical* score, i.e. the exact score of the noised training set, the minimiser of the denoising loss on that
 set (:func:`empirical_score`). Plus the two numbers memorisation studies report: the nearest/second-nearest
-distance ratio (:func:`nn_distance_ratio`, :func:`memorized_fraction`) and the Fréchet distance between feature
-sets (:func:`frechet_distance`).
+distance ratio (:func:`nn_distance_ratio`, :func:`memorized_fraction`), and sample quality on feature sets: the
+Fréchet distance (:func:`frechet_distance`), k-NN precision and recall (:func:`improved_precision_recall`), and the
+pooled features of a pretrained image backbone loaded through ``transformers`` (:func:`hub_image_features`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +45,8 @@ __all__ = [
     "nn_distance_ratio",
     "memorized_fraction",
     "frechet_distance",
+    "improved_precision_recall",
+    "hub_image_features",
 ]
 
 ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -500,3 +504,134 @@ def frechet_distance(feats_a: np.ndarray | torch.Tensor, feats_b: np.ndarray | t
     root = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
     tr_covmean = np.sqrt(np.clip(np.linalg.eigvalsh(root @ cb @ root), 0, None)).sum()
     return float(((mu_a - mu_b) ** 2).sum() + np.trace(ca) + np.trace(cb) - 2 * tr_covmean)
+
+
+def _feature_matrix(f, name: str) -> torch.Tensor:
+    if isinstance(f, np.ndarray):
+        f = torch.from_numpy(f)
+    if not isinstance(f, torch.Tensor):
+        raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(f).__name__}")
+    if not (torch.is_floating_point(f) or f.dtype in (torch.int32, torch.int64)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {f.dtype}")
+    if f.ndim != 2:
+        raise ValueError(f"{name} must have shape (n, p), got {tuple(f.shape)}")
+    f = f.detach().cpu().double()
+    if not bool(torch.isfinite(f).all()):
+        raise ValueError(f"{name} must be finite (found nan or inf)")
+    return f
+
+
+def _knn_radii(feats: torch.Tensor, k: int, chunk: int) -> torch.Tensor:
+    """Distance from every point to its k-th nearest *other* point of the same set."""
+    out = []
+    for start in range(0, len(feats), chunk):
+        d = torch.cdist(feats[start : start + chunk], feats)
+        out.append(d.kthvalue(k + 1, dim=1).values)  # the (k+1)-th smallest counts the point itself (distance 0)
+    return torch.cat(out)
+
+
+def _inside(queries: torch.Tensor, support: torch.Tensor, radii: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Whether each query lies in at least one ball B(support_i, radii_i) (closed balls)."""
+    out = []
+    for start in range(0, len(queries), chunk):
+        d = torch.cdist(queries[start : start + chunk], support)
+        out.append((d <= radii[None]).any(dim=1))
+    return torch.cat(out)
+
+
+def improved_precision_recall(
+    real_feats: np.ndarray | torch.Tensor, fake_feats: np.ndarray | torch.Tensor, k: int = 3, chunk: int = 1024
+) -> tuple[float, float]:
+    """k-NN precision and recall of Kynkäänniemi et al. (2019), "Improved precision and recall metric".
+
+    Each set's manifold is the union of closed balls centred on its points, of radius the distance to the
+    k-th nearest *other* point of the same set. Precision = fraction of ``fake_feats`` inside the real manifold
+    (quality); recall = fraction of ``real_feats`` inside the fake manifold (coverage). The paper uses k = 3 and
+    equally many real and generated samples. Euclidean distances in float64, computed ``chunk`` rows at a time.
+    Returns ``(precision, recall)``.
+    """
+    real = _feature_matrix(real_feats, "real_feats")
+    fake = _feature_matrix(fake_feats, "fake_feats")
+    if real.shape[1] != fake.shape[1]:
+        raise ValueError(f"real_feats and fake_feats must have the same feature dimension, "
+                         f"got {real.shape[1]} and {fake.shape[1]}")
+    k = _pos_int(k, "k")
+    chunk = _pos_int(chunk, "chunk")
+    for name, f in (("real_feats", real), ("fake_feats", fake)):
+        if f.shape[0] < k + 1:
+            raise ValueError(f"{name} must hold at least k + 1 = {k + 1} points, got {f.shape[0]}")
+    precision = _inside(fake, real, _knn_radii(real, k, chunk), chunk)
+    recall = _inside(real, fake, _knn_radii(fake, k, chunk), chunk)
+    return float(precision.double().mean()), float(recall.double().mean())
+
+
+_IMAGENET_MEAN, _IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def hub_image_features(
+    images: torch.Tensor,
+    model_name_or_path: str | os.PathLike,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    value_range: tuple[float, float] = (-1.0, 1.0),
+    image_size: int | None = None,
+) -> torch.Tensor:
+    """Pooled features of a pretrained image backbone loaded with ``transformers.AutoModel`` (e.g. DINOv2).
+
+    ``images``: ``(N, C, H, W)`` with C = 1 (repeated to RGB) or 3, values in ``value_range`` (``(-1, 1)`` as the
+    diffusion models produce, or ``(0, 1)``); clamped to that range, mapped to [0, 1], resized (bicubic, antialiased)
+    to ``image_size`` — by default the checkpoint's image processor crop size if it ships one, else
+    ``config.image_size`` — and normalised with the processor's mean/std (ImageNet's if there is no processor).
+    ``model_name_or_path``: a hub id (e.g. ``"facebook/dinov2-base"``, needs the hub or its cache) or a local
+    directory written by ``save_pretrained``. Returns a float32 CPU tensor ``(N, hidden)``: the model's
+    ``pooler_output`` (DINOv2: the layer-normed CLS token, the FD_DINOv2 feature of Stein et al. 2023), or the mean
+    of ``last_hidden_state`` over tokens when the model has no pooler.
+    """
+    images = _tensor(images, "images", ndim=4)
+    if images.shape[1] not in (1, 3):
+        raise ValueError(f"images must have 1 or 3 channels (N, C, H, W), got shape {tuple(images.shape)}")
+    if images.shape[0] == 0:
+        raise ValueError("images must hold at least one image")
+    if not isinstance(model_name_or_path, (str, os.PathLike)) or not str(model_name_or_path):
+        raise TypeError(f"model_name_or_path must be a non-empty str or path, got {model_name_or_path!r}")
+    batch_size = _pos_int(batch_size, "batch_size")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+    if (not isinstance(value_range, (tuple, list)) or len(value_range) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value_range)
+            or not value_range[0] < value_range[1]):
+        raise ValueError(f"value_range must be a pair (low, high) with low < high, got {value_range!r}")
+    if image_size is not None:
+        image_size = _pos_int(image_size, "image_size")
+
+    from transformers import AutoImageProcessor, AutoModel  # lazy: only the paper scale needs it
+
+    model = AutoModel.from_pretrained(str(model_name_or_path)).to(device).eval()
+    mean, std, crop = _IMAGENET_MEAN, _IMAGENET_STD, None
+    try:
+        proc = AutoImageProcessor.from_pretrained(str(model_name_or_path))
+        mean, std = tuple(proc.image_mean), tuple(proc.image_std)
+        crop = getattr(proc, "crop_size", None)
+        crop = crop.get("height") if isinstance(crop, dict) else crop
+    except (OSError, ValueError, AttributeError, TypeError):  # no preprocessor config saved with the model
+        pass
+    if image_size is None:
+        image_size = int(crop or getattr(model.config, "image_size", 224))
+    mean_t = torch.tensor(mean, device=device).view(1, 3, 1, 1)
+    std_t = torch.tensor(std, device=device).view(1, 3, 1, 1)
+    lo, hi = float(value_range[0]), float(value_range[1])
+    feats = []
+    with torch.no_grad():
+        for batch in images.split(batch_size):
+            x = (batch.to(device=device, dtype=torch.float32).clamp(lo, hi) - lo) / (hi - lo)
+            if x.shape[1] == 1:
+                x = x.expand(-1, 3, -1, -1)
+            if x.shape[-2:] != (image_size, image_size):
+                x = torch.nn.functional.interpolate(x, size=(image_size, image_size), mode="bicubic",
+                                                    align_corners=False, antialias=True).clamp(0, 1)
+            out = model(pixel_values=(x - mean_t) / std_t)
+            pooled = getattr(out, "pooler_output", None)
+            if pooled is None:
+                pooled = out.last_hidden_state.mean(dim=1)
+            feats.append(pooled.flatten(1).float().cpu())
+    return torch.cat(feats)
