@@ -388,8 +388,26 @@ def scaling_factor(x: torch.Tensor) -> float:
     return math.sqrt(x.shape[-1] / msq)
 
 
-def _adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+def _train_on_samples(model: nn.Module, x: torch.Tensor, loss, *, steps: int, batch_size: int, lr: float,
+                      weight_decay: float, warmup: int | None, clip: float, seed: int, progress: bool, desc: str):
+    """The shared recipe: minibatches drawn from ``x`` along its first axis, AdamW (betas 0.9, 0.95),
+    warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
+    from iclr26.train import fit
+
+    steps = _check_int(steps, "steps")
+    batch_size = _check_int(batch_size, "batch_size")
+    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
+    device = next(model.parameters()).device
+    x = x.to(device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n = x.shape[0]
+
+    def batches(step: int) -> torch.Tensor:
+        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    return fit(model, loss, batches, opt, steps=steps, schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip,
+               progress=progress, desc=desc)
 
 
 def fit_sae(
@@ -408,24 +426,12 @@ def fit_sae(
 ):
     """Train a :class:`ReLUSAE` or :class:`TopKSAE` on tokens ``x`` (``(n, d_in)``; more axes are flattened)
     with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the history."""
-    from iclr26.train import fit
-
     if not isinstance(sae, _DictionarySAE):
         raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
     x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
-    steps = _check_int(steps, "steps")
-    batch_size = _check_int(batch_size, "batch_size")
-    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
-    device = next(sae.parameters()).device
-    x = x.to(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    n = x.shape[0]
-
-    def batches(step: int) -> torch.Tensor:
-        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
-
-    return fit(sae, lambda m, b: m.loss(b), batches, _adamw(sae, lr, weight_decay), steps=steps,
-               schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip, progress=progress, desc=desc)
+    return _train_on_samples(sae, x, lambda m, b: m.loss(b), steps=steps, batch_size=batch_size, lr=lr,
+                             weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed, progress=progress,
+                             desc=desc)
 
 
 def fit_temporal_sae(
@@ -445,25 +451,13 @@ def fit_temporal_sae(
 ):
     """Train a :class:`TemporalSAE` on sequences ``x`` (``(n_seq, time, d_in)``) with the official recipe:
     AdamW (betas 0.9, 0.95, weight decay 1e-4), warmup then cosine, gradient clipping at 1."""
-    from iclr26.train import fit
-
     if not isinstance(tfa, TemporalSAE):
         raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
     x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
-    steps = _check_int(steps, "steps")
-    batch_size = _check_int(batch_size, "batch_size")
     gamma = _check_float(gamma, "gamma")
-    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
-    device = next(tfa.parameters()).device
-    x = x.to(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    n = x.shape[0]
-
-    def batches(step: int) -> torch.Tensor:
-        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
-
-    return fit(tfa, lambda m, b: m.loss(b, gamma=gamma), batches, _adamw(tfa, lr, weight_decay), steps=steps,
-               schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip, progress=progress, desc=desc)
+    return _train_on_samples(tfa, x, lambda m, b: m.loss(b, gamma=gamma), steps=steps, batch_size=batch_size,
+                             lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
+                             progress=progress, desc=desc)
 
 
 # ------------------------------------------------------------------------------------------------ metrics
