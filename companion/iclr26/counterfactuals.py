@@ -207,6 +207,18 @@ def wachter_cf(
     return R, predict_target(model, R)
 
 
+def _keep_closest(todo, ok, dist, cand, R, valid) -> np.ndarray:
+    """For each row in ``todo`` with a valid candidate (``ok``), store its closest one (by ``dist``) in ``R`` and
+    mark it ``valid``; return the rows still without a counterfactual."""
+    done = []
+    for a, i in enumerate(todo):
+        if ok[a].any():
+            j = np.flatnonzero(ok[a])[dist[a, ok[a]].argmin()]
+            R[i], valid[i] = cand[a, j], True
+            done.append(i)
+    return np.setdiff1d(todo, done)
+
+
 def growing_spheres_cf(
     model, X, *, seed=0, n_samples: int = 300, step: float = 0.25, max_layers: int = 60
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -230,13 +242,7 @@ def growing_spheres_cf(
         rad = (lo**d + rng.random((len(todo), n_samples)) * (hi**d - lo**d)) ** (1.0 / d)
         cand = X[todo, None, :] + rad[..., None] * u
         ok = predict_target(model, cand.reshape(-1, d)).reshape(len(todo), n_samples)
-        done = []
-        for a, i in enumerate(todo):
-            if ok[a].any():
-                j = np.flatnonzero(ok[a])[rad[a, ok[a]].argmin()]
-                R[i], valid[i] = cand[a, j], True
-                done.append(i)
-        todo = np.setdiff1d(todo, done)
+        todo = _keep_closest(todo, ok, rad, cand, R, valid)
     return R, predict_target(model, R)
 
 
@@ -283,13 +289,7 @@ def random_subset_cf(
         cand = np.where(mask, don, X[todo, None, :])
         ok = predict_target(model, cand.reshape(-1, d)).reshape(len(todo), n_tries)
         dist = np.linalg.norm(cand - X[todo, None, :], axis=-1)
-        done = []
-        for a, i in enumerate(todo):
-            if ok[a].any():
-                j = np.flatnonzero(ok[a])[dist[a, ok[a]].argmin()]
-                R[i], valid[i] = cand[a, j], True
-                done.append(i)
-        todo = np.setdiff1d(todo, done)
+        todo = _keep_closest(todo, ok, dist, cand, R, valid)
     return R, predict_target(model, R)
 
 
