@@ -195,3 +195,30 @@ def test_vmap_over_stacked_models():
 
     out = vmap(f)(params, buffers)
     torch.testing.assert_close(out[2], models[2](x))
+
+
+@pytest.mark.parametrize("extra", [dict(), dict(causal=False, attn_alpha=0.0, attn_uniform="ones"),
+                                   dict(attn_alpha=0.5, layernorm=False, n_layers=1)])
+def test_last_only_equals_the_last_position_of_the_full_forward(extra):
+    model = tiny(**extra)
+    x = tokens()
+    full = model(x)
+    last = model(x, last_only=True)
+    assert last.shape == (3, 1, 11)
+    torch.testing.assert_close(last, full[:, -1:])
+    mask = torch.tensor([[True, False, True, True]] * 4)
+    torch.testing.assert_close(model(x, attn_mask=mask, last_only=True), model(x, attn_mask=mask)[:, -1:])
+    # hooks of the final block see one position; earlier blocks are unchanged
+    _, cache = model.run_with_cache(x, last_only=True)
+    n = model.cfg.n_layers - 1
+    assert cache[f"blocks.{n}.mlp.pre"].shape[1] == 1
+    assert cache[f"blocks.{n}.attn.pattern"].shape[-2:] == (1, 4)
+    assert cache[f"blocks.{n}.resid_pre"].shape[1] == 4
+    # gradients flow to every parameter that influences the last position
+    last.sum().backward()
+    assert model.W_pos.grad is not None and model.W_pos.grad.abs().sum() > 0
+
+
+def test_last_only_must_be_a_bool():
+    with pytest.raises(TypeError, match="last_only"):
+        tiny()(tokens(), last_only=1)

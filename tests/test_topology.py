@@ -85,3 +85,22 @@ def test_persistence_bad_inputs():
         persistence(np.eye(4), maxdim=3)
     with pytest.raises(ValueError, match="n_points"):
         persistence(np.eye(4), n_points=2)
+    with pytest.raises(ValueError, match="sample"):
+        persistence(np.eye(4), sample="grid")
+    with pytest.raises(ValueError, match="diameter"):
+        persistence(np.ones((10, 3)), n_points=5, sample="furthest")
+
+
+def test_furthest_point_sample_covers_evenly_and_shortens_spurious_bars():
+    rng = np.random.default_rng(0)
+    g = np.linspace(0, 2 * np.pi, 40, endpoint=False)
+    u, v = (a.ravel() for a in np.meshgrid(g, g))
+    torus = np.c_[np.cos(u), np.sin(u), np.cos(v), np.sin(v)] + 0.01 * rng.normal(size=(1600, 4))
+    even = persistence(torus, n_points=200, sample="furthest")
+    rand = persistence(torus, n_points=200, seed=0)
+    assert even.n_points == rand.n_points == 200
+    assert even.count(1, 0.2) == 2  # the torus' two loops
+    assert even.relative(1)[2] < rand.relative(1)[2]  # the longest spurious bar is shorter
+    # deterministic (it starts from the first point), whatever the seed
+    again = persistence(torus, n_points=200, sample="furthest", seed=5)
+    np.testing.assert_allclose(again.dgms[1], even.dgms[1])

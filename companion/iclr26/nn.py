@@ -7,6 +7,7 @@ interpretability work looks at passes through a named :class:`HookPoint` (Transf
     model = TinyTransformer(cfg)
     logits = model(tokens)                                   # (batch, seq) -> (batch, seq, vocab)
     logits = model(embeds=x)                                 # (batch, seq, d_model), skipping the token embedding
+    last = model(tokens, last_only=True)                     # (batch, 1, vocab): read-out position only, less work
     logits, cache = model.run_with_cache(tokens)             # cache["blocks.0.mlp.pre"]: (batch, seq, d_mlp)
     with model.hooks({"blocks.0.mlp.post": lambda t, name: 0 * t}):   # patch / ablate / steer
         ablated = model(tokens)
@@ -154,18 +155,25 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint(p + "pattern")
         self.hook_head_out = HookPoint(p + "head_out")
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """x: (b, s, d_model); allowed: bool (b or 1, 1, s, s), True where query q may attend to key k."""
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """x: (b, s, d_model); allowed: bool (b or 1, 1, s, s), True where query q may attend to key k.
+
+        ``last_only``: only the last position queries (every position is still a key): returns (b, 1, d_model).
+        """
         b, s, _ = x.shape
         h, dh = self.cfg.n_heads, self.cfg.d_head
-        q = self.W_Q(x).view(b, s, h, dh).transpose(1, 2)  # (b, h, s, dh)
-        k = self.W_K(x).view(b, s, h, dh).transpose(1, 2)
+        xq = x[:, -1:].contiguous() if last_only else x
+        if last_only:
+            allowed = allowed[..., -1:, :]
+        sq = xq.shape[1]
+        q = self.W_Q(xq).view(b, sq, h, dh).transpose(1, 2)  # (b, h, sq, dh)
+        k = self.W_K(x).view(b, s, h, dh).transpose(1, 2)  # (b, h, s, dh)
         v = self.W_V(x).view(b, s, h, dh).transpose(1, 2)
 
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (b, h, q, k)
         scores = self.hook_scores(scores.masked_fill(~allowed, float("-inf")))
         alpha = self.cfg.attn_alpha
-        uniform = allowed.to(x.dtype).expand(b, h, s, s)
+        uniform = allowed.to(x.dtype).expand(b, h, sq, s)
         if self.cfg.attn_uniform == "mean":
             uniform = uniform / uniform.sum(-1, keepdim=True).clamp_min(1.0)
         if alpha == 1.0:
@@ -178,7 +186,7 @@ class Attention(nn.Module):
 
         z = pattern @ v  # (b, h, q, dh)
         W_O = self.W_O.weight.view(self.cfg.d_model, h, dh)  # (d_model, h, dh)
-        head_out = self.hook_head_out(torch.einsum("bhqe,dhe->bqhd", z, W_O))  # (b, s, h, d_model)
+        head_out = self.hook_head_out(torch.einsum("bhqe,dhe->bqhd", z, W_O))  # (b, sq, h, d_model)
         out = head_out.sum(dim=2)
         if self.W_O.bias is not None:
             out = out + self.W_O.bias
@@ -222,9 +230,11 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint(p + "mlp_out")
         self.hook_resid_post = HookPoint(p + "resid_post")
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """``last_only``: compute the block's output at the last position only, (b, 1, d_model)."""
         x = self.hook_resid_pre(x)
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), allowed)))
+        attn_out = self.hook_attn_out(self.attn(self.ln1(x), allowed, last_only))
+        x = self.hook_resid_mid((x[:, -1:] if last_only else x) + attn_out)
         x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
         return x
 
@@ -303,6 +313,7 @@ class TinyTransformer(nn.Module):
         embeds: torch.Tensor | None = None,
         names: Sequence[str] | None = None,
         attn_mask: torch.Tensor | None = None,
+        last_only: bool = False,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Forward pass that also returns ``{hook name: detached tensor}`` for ``names`` (default: every hook)."""
         if isinstance(names, str):
@@ -312,7 +323,7 @@ class TinyTransformer(nn.Module):
         try:
             for name in wanted:
                 self._hook_points[name].cache = cache
-            logits = self(tokens, embeds=embeds, attn_mask=attn_mask)
+            logits = self(tokens, embeds=embeds, attn_mask=attn_mask, last_only=last_only)
         finally:
             for name in wanted:
                 self._hook_points[name].cache = None
@@ -325,12 +336,20 @@ class TinyTransformer(nn.Module):
         *,
         embeds: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
+        last_only: bool = False,
     ) -> torch.Tensor:
         """Logits (batch, seq, vocab) from ``tokens`` (batch, seq) or from input ``embeds`` (batch, seq, d_model).
 
         ``attn_mask``: optional bool (seq, seq) or (batch, seq, seq), True where a query may attend to a key; it is
         combined (AND) with the causal mask when ``cfg.causal``.
+
+        ``last_only=True`` returns the logits at the last position only, (batch, 1, vocab), and skips the work no
+        other output needs: the final block computes its attention query, MLP and unembedding at the last position
+        alone (earlier blocks run in full). The values equal ``forward(...)[:, -1:]``; hooks in the final block and
+        ``final_resid`` then see a sequence length of 1.
         """
+        if not isinstance(last_only, bool):
+            raise TypeError(f"last_only must be a bool, got {type(last_only).__name__}")
         cfg = self.cfg
         if (tokens is None) == (embeds is None):
             raise ValueError("pass exactly one of tokens (batch, seq) or embeds (batch, seq, d_model)")
@@ -364,8 +383,8 @@ class TinyTransformer(nn.Module):
             allowed = allowed & attn_mask
         allowed = allowed.view(-1, 1, s, s) if allowed.dim() == 3 else allowed.view(1, 1, s, s)
 
-        for block in self.blocks:
-            x = block(x, allowed)
+        for i, block in enumerate(self.blocks):
+            x = block(x, allowed, last_only and i == len(self.blocks) - 1)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)
 
