@@ -155,16 +155,10 @@ def persistence(
             pts = pts[np.random.default_rng(seed).choice(len(pts), n_points, replace=False)]
         else:
             n_perm = n_points
-    if n_perm is None:
-        diameter = float(pdist(pts).max())
-        if diameter <= 0:
-            raise ValueError("points are all identical: the diameter is 0")
-        dgms = ripser(pts, maxdim=maxdim)["dgms"]
-    else:
-        if not np.any(pts != pts[0]):
-            raise ValueError("points are all identical: the diameter is 0")
-        result = ripser(pts, maxdim=maxdim, n_perm=n_perm)
-        pts = pts[result["idx_perm"]]
-        diameter = float(pdist(pts).max())
-        dgms = result["dgms"]
-    return Persistence(dgms=[np.asarray(d) for d in dgms], diameter=diameter, n_points=len(pts))
+    if not np.any(pts != pts[0]):
+        raise ValueError("points are all identical: the diameter is 0")
+    result = ripser(pts, maxdim=maxdim, n_perm=n_perm)
+    if n_perm is not None:
+        pts = pts[result["idx_perm"]]  # the furthest-point sample ripser used
+    diameter = float(pdist(pts).max())
+    return Persistence(dgms=[np.asarray(d) for d in result["dgms"]], diameter=diameter, n_points=len(pts))
