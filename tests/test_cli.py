@@ -10,12 +10,18 @@ from iclr26.cli import chapter_title, list_chapters, main, run_notebook
 
 PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'
 BODY = """
-from iclr26.claims import claim_at_least, glue
+from iclr26.claims import check_at_most, claim_at_least, glue, verdict, verdicts_table
 if seed == 99:
     raise RuntimeError("boom")
 glue("answer", 42)
 glue("scale_seen", scale)
-claim_at_least("seed_not_13", "the seed is not 13", float(seed != 13), 1.0)
+if seed != 5:
+    claim_at_least("seed_not_13", "the seed is not 13", float(seed != 13), 1.0)
+    check_at_most("zero", "zero is at most zero", 0.0, 0.0)
+if seed == 21:
+    claim_at_least("seed_not_13", "recorded twice", 1.0, 0.0)
+verdict("the seed matters", "not reproduced", "seed_not_13", "it does not")
+verdicts_table()
 """
 
 
@@ -38,14 +44,18 @@ def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     )
     assert rc == 0
     result = json.loads(out_json.read_text())
-    assert set(result) == {"notebook", "scale", "seed", "seconds", "ok", "claims", "glued"}
+    assert set(result) == {"notebook", "scale", "seed", "seconds", "ok", "claims", "verdicts", "glued"}
     assert result["scale"] == "ci" and result["seed"] == 7 and result["ok"] is True
     assert result["glued"] == {"answer": 42, "scale_seen": "ci"}
     assert result["claims"] == [
-        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True}
+        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True, "kind": "claim"},
+        {"name": "zero", "statement": "zero is at most zero", "value": 0.0, "passed": True, "kind": "sanity"},
+    ]
+    assert result["verdicts"] == [
+        {"headline": "the seed matters", "verdict": "not reproduced", "evidence": "seed_not_13", "why": "it does not"}
     ]
     assert (tmp_path / "x.ipynb").is_file()
-    assert "1/1 claims passed" in capsys.readouterr().out
+    assert "1/1 paper claims, 1/1 sanity checks passed, 1 verdicts" in capsys.readouterr().out
 
 
 def test_run_exit_codes(tiny, tmp_path):
@@ -55,6 +65,11 @@ def test_run_exit_codes(tiny, tmp_path):
     err = json.loads((tmp_path / "e.json").read_text())
     assert err["ok"] is False and "boom" in err["error"]
     assert main(["run", str(tmp_path / "missing.ipynb")]) == 2
+    # no check recorded, or one name recorded twice: not ok
+    assert main(["run", str(tiny), "--seed", "5", "--json", str(tmp_path / "n.json")]) == 1
+    assert json.loads((tmp_path / "n.json").read_text())["ok"] is False
+    assert main(["run", str(tiny), "--seed", "21", "--json", str(tmp_path / "d.json")]) == 1
+    assert json.loads((tmp_path / "d.json").read_text())["duplicates"] == ["seed_not_13"]
 
 
 def test_run_notebook_bad_input(tiny):

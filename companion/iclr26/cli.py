@@ -3,8 +3,9 @@
     python -m iclr26 list
     python -m iclr26 run nbs/influential_sets.ipynb --scale ci --seed 7 --out run.ipynb --json result.json
 
-``run`` executes a chapter with papermill at the chosen scale and seed, prints one line per claim and a summary,
-and exits 0 iff the notebook ran and every claim passed, 1 if a claim failed, 2 if execution failed.
+``run`` executes a chapter with papermill at the chosen scale and seed, prints one line per paper claim and sanity
+check, the chapter's verdicts and a summary, and exits 0 iff the notebook ran and every check passed; 1 if a check
+failed, none was recorded, or one name was recorded twice; 2 if execution failed.
 """
 
 from __future__ import annotations
@@ -83,8 +84,13 @@ def run_notebook(
 ) -> dict[str, Any]:
     """Execute ``notebook`` with papermill at ``scale``/``seed``; return the result dict that ``run --json`` writes.
 
-    Keys: ``notebook``, ``scale``, ``seed``, ``seconds``, ``ok``, ``claims`` (``{name, statement, value, passed}``),
-    ``glued`` (``{name: value}``), plus ``error`` (a string, only when execution failed).
+    Keys: ``notebook``, ``scale``, ``seed``, ``seconds``, ``ok``, ``claims``
+    (``{name, statement, value, passed, kind}``, ``kind`` being ``"claim"`` or ``"sanity"``), ``verdicts``
+    (``{headline, verdict, evidence, why}``), ``glued`` (``{name: value}``), plus ``error`` (a string, only when
+    execution failed) and ``duplicates`` (claim names recorded twice, only when there are some).
+
+    ``ok`` is true iff the notebook executed, recorded at least one check, recorded no name twice and every check
+    passed. A verdict of "not reproduced" does not make a run fail.
     """
     import papermill as pm
 
@@ -116,13 +122,17 @@ def run_notebook(
     except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
         error = f"{type(err).__name__}: {err}"
     result["seconds"] = round(time.perf_counter() - t0, 2)
-    record = read_notebook(out) if out.is_file() else {"claims": [], "glued": {}}
-    claims = [{k: c.get(k) for k in ("name", "statement", "value", "passed")} for c in record["claims"]]
-    result["ok"] = error is None and all(c["passed"] for c in claims)
+    record = read_notebook(out) if out.is_file() else {"claims": [], "verdicts": [], "glued": {}, "duplicates": []}
+    claims = [{k: c.get(k) for k in ("name", "statement", "value", "passed", "kind")} for c in record["claims"]]
+    duplicates = record["duplicates"]
+    result["ok"] = error is None and bool(claims) and not duplicates and all(c["passed"] for c in claims)
     result["claims"] = claims
+    result["verdicts"] = record["verdicts"]
     result["glued"] = record["glued"]
     if error is not None:
         result["error"] = error
+    if duplicates:
+        result["duplicates"] = duplicates
     if tmpdir is not None:
         tmpdir.cleanup()
     return result
@@ -147,14 +157,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for c in result["claims"]:
-        mark = "✓" if c["passed"] else "✗"
-        print(f"{mark} {c['name']}: {c['value']}  — {c['statement']}")
-    n_pass = sum(c["passed"] for c in result["claims"])
-    status = "ok" if result["ok"] else ("EXECUTION FAILED" if "error" in result else "CLAIM FAILED")
+    counts = []
+    for kind, label in (("claim", "paper claims"), ("sanity", "sanity checks")):
+        part = [c for c in result["claims"] if c["kind"] == kind]
+        for c in part:
+            mark = "✓" if c["passed"] else "✗"
+            print(f"{mark} [{kind}] {c['name']}: {c['value']}  — {c['statement']}")
+        counts.append(f"{sum(c['passed'] for c in part)}/{len(part)} {label}")
+    for v in result["verdicts"]:
+        print(f"verdict: {v['verdict']} — {v['headline']}")
+    if "error" in result:
+        status = "EXECUTION FAILED"
+    elif not result["claims"]:
+        status = "NO CLAIM RECORDED"
+    elif "duplicates" in result:
+        status = f"NAMES RECORDED TWICE: {', '.join(result['duplicates'])}"
+    else:
+        status = "ok" if result["ok"] else "CLAIM FAILED"
     print(
-        f"{Path(args.notebook).stem} [{args.scale}, seed {args.seed}]: {n_pass}/{len(result['claims'])} claims passed, "
-        f"{result['seconds']:.1f} s — {status}"
+        f"{Path(args.notebook).stem} [{args.scale}, seed {args.seed}]: {', '.join(counts)} passed, "
+        f"{len(result['verdicts'])} verdicts, {result['seconds']:.1f} s — {status}"
     )
     if "error" in result:
         print(result["error"][-3000:], file=sys.stderr)
