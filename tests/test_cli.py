@@ -13,6 +13,9 @@ BODY = """
 from iclr26.claims import check_at_most, claim_at_least, glue, verdict, verdicts_table
 if seed == 99:
     raise RuntimeError("boom")
+if seed == 77:
+    import time
+    time.sleep(30)
 glue("answer", 42)
 glue("scale_seen", scale)
 if seed != 5:
@@ -72,6 +75,14 @@ def test_run_exit_codes(tiny, tmp_path):
     assert json.loads((tmp_path / "d.json").read_text())["duplicates"] == ["seed_not_13"]
 
 
+def test_hung_cell_and_hung_notebook_fail_with_their_names(tiny, tmp_path):
+    r = run_notebook(tiny, seed=77, cell_timeout=3)
+    assert r["ok"] is False and "CellTimeoutError" in r["error"] and "if seed == 77" in r["error"]  # the cell, named
+    r = run_notebook(tiny, seed=77, timeout=4)
+    assert r["ok"] is False and "NotebookTimeout" in r["error"] and "tiny.ipynb ran past its limit of 4 s" in r["error"]
+    assert r["seconds"] < 25
+
+
 def test_run_notebook_bad_input(tiny):
     with pytest.raises(ValueError, match="scale"):
         run_notebook(tiny, scale="huge")
@@ -79,6 +90,10 @@ def test_run_notebook_bad_input(tiny):
         run_notebook(tiny, seed=-1)
     with pytest.raises(ValueError, match="notebook"):
         run_notebook("nope.txt")
+    with pytest.raises(ValueError, match="cell_timeout"):
+        run_notebook(tiny, cell_timeout=0)
+    with pytest.raises(ValueError, match="timeout"):
+        run_notebook(tiny, timeout="1h")
 
 
 def test_list_reads_toc(tmp_path, tiny):

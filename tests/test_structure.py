@@ -94,6 +94,29 @@ class TestChapterNotebook:
         assert re.search(r'^scale = "book"', src, re.M), "the committed default scale is book"
         assert re.search(r"^seed = \d+", src, re.M) and re.search(r'^device = "auto"', src, re.M)
 
+    def test_reading_order_idea_first_setup_hidden(self, nb_path):
+        """The page opens with prose: the idea and what we reproduce come before any visible code."""
+        cells = _cells(nb_path)
+        second = _src(cells[1])
+        assert cells[1]["cell_type"] == "markdown" and second.startswith("## The idea"), "the idea follows the title"
+        assert re.search(r"^## What we reproduce", second, re.M), "'What we reproduce' comes with the idea, before code"
+        code = [c for c in cells if c["cell_type"] == "code"]
+        setup = code[2]
+        assert "hide-input" in setup["metadata"].get("tags", []), "the setup cell's input is hidden (tag hide-input)"
+        assert "scale_table(" in _src(setup), "the setup cell shows the scale table"
+
+    def test_results_open_with_a_verdict_table(self, nb_path):
+        """Results start with the verdict table: one verdict(...) per headline claim of the paper."""
+        cells = _cells(nb_path)
+        heads = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and re.match(r"## Results", _src(c))]
+        assert heads, "a '## Results' section"
+        first_code = next(c for c in cells[heads[0] :] if c["cell_type"] == "code")
+        src = _src(first_code)
+        assert "verdict(" in src and src.rstrip().endswith("verdicts_table()"), (
+            "the first code cell of Results records verdict(...) rows and ends with verdicts_table()"
+        )
+        assert src.count("verdict(") >= 3, "a verdict row per headline claim of the paper (at least three)"
+
     def test_has_claims_results_and_exercises(self, nb_path):
         text = "\n".join(_src(c) for c in _cells(nb_path))
         assert "claims_table()" in text

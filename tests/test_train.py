@@ -163,8 +163,23 @@ def test_bad_input_names_the_argument(tmp_path):
 def test_checkpoint_round_trip_and_mismatch(tmp_path):
     model, *_ = _problem()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(8, model[0].in_features)).pow(2).mean().backward()
+    opt.step()  # the optimizer now has state (step count, moments) to save
     path = save_checkpoint(tmp_path / "c.safetensors", model, [opt], step=7, history=[{"step": 7, "loss": 1.0}])
-    step, hist = load_checkpoint(path, model, [opt])
+    # load into a *fresh* model and optimizer, so that nothing can pass by being already there
+    fresh, *_ = _problem()
+    with torch.no_grad():
+        for p in fresh.parameters():
+            p.add_(1.0)
+    fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-3)
+    step, hist = load_checkpoint(path, fresh, [fresh_opt])
     assert step == 7 and hist == [{"step": 7, "loss": 1.0}]
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), f"parameter {name} not restored"
+    saved, loaded = opt.state_dict()["state"], fresh_opt.state_dict()["state"]
+    assert saved.keys() == loaded.keys() and saved
+    for k in saved:
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(torch.as_tensor(saved[k][key]), torch.as_tensor(loaded[k][key])), f"optimizer {key}"
     with pytest.raises(ValueError, match="optimizer"):
         load_checkpoint(path, model, [])

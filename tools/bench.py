@@ -1,5 +1,8 @@
 """`make bench`: every chapter at `ci` and `book` scale (wall time, peak memory), and `fit`'s overhead.
 
+A full run (every chapter, both scales) rewrites book/reproducibility.md, book/verdicts.md and the measured run times
+in every chapter's header.
+
     python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
     python tools/bench.py --only influential_sets --scales ci
     python tools/bench.py --fit-only
@@ -27,7 +30,9 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+from headers import update_headers  # noqa: E402
 from reproducibility import write_page  # noqa: E402
+from verdicts import write_page as write_verdicts_page  # noqa: E402
 
 
 def _tree_rss(proc: psutil.Process) -> int:
@@ -182,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(bench, indent=2) + "\n")
     print(f"wrote {out}")
-    if runs:
+    if runs and not args.only and set(args.scales) >= {"ci", "book"}:
+        # the book's pages and the chapter headers describe a full run only, never a partial one
         print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
+        print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
+        print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
     return 0 if all(r.get("ok") for r in runs) else 1
 
 

@@ -41,17 +41,26 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
         lines += ["No run has been recorded yet: `make bench` fills this page.", ""]
     else:
         lines += [
-            "| chapter | scale | seed | claims passed | wall time (s) | peak memory (MB) | status |",
-            "|---|---|---|---|---|---|---|",
+            "Paper claims are empirical statements about a paper's results (they could fail if the paper were wrong at",
+            "this scale); sanity checks are identities and by-construction properties (they fail only on a bug). The",
+            "{doc}`verdicts` page says, per headline claim of each paper, what was reproduced.",
+            "",
+            "| chapter | scale | seed | paper claims passed | sanity checks passed | verdicts | wall time (s) "
+            "| peak memory (MB) | status |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in sorted(runs, key=lambda r: (Path(r["notebook"]).stem, ["ci", "book", "paper"].index(r["scale"]))):
             claims = r.get("claims", [])
-            passed = sum(bool(c["passed"]) for c in claims)
+            counts = []
+            for kind in ("claim", "sanity"):
+                part = [c for c in claims if c.get("kind", "claim") == kind]
+                counts.append(f"{sum(bool(c['passed']) for c in part)}/{len(part)}")
             peak = r.get("peak_rss_mb")
             status = "ok" if r.get("ok") else ("execution failed" if r.get("error") else "claim failed")
+            peak_text = "" if peak is None else f"{peak:.0f}"
             lines.append(
-                f"| `{Path(r['notebook']).stem}` | `{r['scale']}` | {r['seed']} | {passed}/{len(claims)} | "
-                f"{r['seconds']:.1f} | {'' if peak is None else f'{peak:.0f}'} | {status} |"
+                f"| `{Path(r['notebook']).stem}` | `{r['scale']}` | {r['seed']} | {counts[0]} | {counts[1]} | "
+                f"{len(r.get('verdicts', []))} | {r['seconds']:.1f} | {peak_text} | {status} |"
             )
         lines.append("")
     fit = meta.get("fit_overhead")

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,11 @@ from typing import Any
 from iclr26.claims import read_notebook
 from iclr26.runtime import SCALES
 
-__all__ = ["main", "run_notebook", "list_chapters", "chapter_title"]
+__all__ = ["main", "run_notebook", "list_chapters", "chapter_title", "NotebookTimeout"]
+
+
+class NotebookTimeout(Exception):
+    """A whole notebook ran past the ``timeout`` given to :func:`run_notebook`."""
 
 
 def _find_toc(start: Path) -> Path | None:
@@ -81,6 +88,8 @@ def run_notebook(
     out: str | Path | None = None,
     kernel: str = "python3",
     progress: bool = False,
+    cell_timeout: float | None = 900,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Execute ``notebook`` with papermill at ``scale``/``seed``; return the result dict that ``run --json`` writes.
 
@@ -88,6 +97,9 @@ def run_notebook(
     (``{name, statement, value, passed, kind}``, ``kind`` being ``"claim"`` or ``"sanity"``), ``verdicts``
     (``{headline, verdict, evidence, why}``), ``glued`` (``{name: value}``), plus ``error`` (a string, only when
     execution failed) and ``duplicates`` (claim names recorded twice, only when there are some).
+
+    ``cell_timeout`` (seconds, default 900) stops a hung cell and names it in ``error``; ``timeout`` (seconds) bounds
+    the whole notebook, where the platform has ``SIGALRM`` and this runs in the main thread.
 
     ``ok`` is true iff the notebook executed, recorded at least one check, recorded no name twice and every check
     passed. A verdict of "not reproduced" does not make a run fail.
@@ -101,6 +113,9 @@ def run_notebook(
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    for name, value in (("cell_timeout", cell_timeout), ("timeout", timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
     tmpdir = None
     if out is None:
         tmpdir = tempfile.TemporaryDirectory()
@@ -110,6 +125,14 @@ def run_notebook(
     result: dict[str, Any] = {"notebook": str(notebook), "scale": scale, "seed": seed}
     t0 = time.perf_counter()
     error = None
+    alarm = timeout is not None and hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    if alarm:
+
+        def _expired(signum, frame):
+            raise NotebookTimeout(f"{notebook.name} ran past its limit of {timeout:g} s at scale {scale!r}")
+
+        previous = signal.signal(signal.SIGALRM, _expired)
+        signal.setitimer(signal.ITIMER_REAL, float(timeout))
     try:
         pm.execute_notebook(
             str(notebook),
@@ -118,9 +141,14 @@ def run_notebook(
             kernel_name=kernel,
             cwd=str(notebook.resolve().parent),
             progress_bar=progress,
+            execution_timeout=None if cell_timeout is None else int(math.ceil(cell_timeout)),
         )
     except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
         error = f"{type(err).__name__}: {err}"
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     result["seconds"] = round(time.perf_counter() - t0, 2)
     record = read_notebook(out) if out.is_file() else {"claims": [], "verdicts": [], "glued": {}, "duplicates": []}
     claims = [{k: c.get(k) for k in ("name", "statement", "value", "passed", "kind")} for c in record["claims"]]

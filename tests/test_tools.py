@@ -1,0 +1,123 @@
+"""The generated pages and headers (tools/): verdicts, reproducibility, chapter run times."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from headers import HEADER, update_headers  # noqa: E402
+from reproducibility import write_page as write_repro  # noqa: E402
+from verdicts import totals_sentence, verdict_rows  # noqa: E402
+from verdicts import write_page as write_verdicts  # noqa: E402
+
+
+def _run(slug, scale, verdicts, seconds=12.3, claims=None):
+    return {
+        "notebook": f"nbs/{slug}.ipynb",
+        "scale": scale,
+        "seed": 0,
+        "seconds": seconds,
+        "ok": True,
+        "claims": claims or [],
+        "verdicts": verdicts,
+        "glued": {},
+    }
+
+
+def _v(headline, word):
+    return {"headline": headline, "verdict": word, "evidence": "e|vidence", "why": "because"}
+
+
+@pytest.fixture()
+def bench():
+    return {
+        "date": "2026-12-03",
+        "machine": "2 CPU cores",
+        "runs": [
+            _run("alpha", "ci", [_v("A1", "not tested here"), _v("A2", "reproduced")], 11.0),
+            _run("alpha", "book", [_v("A1", "partly"), _v("A2", "reproduced")], 61.4),
+            _run(
+                "beta",
+                "book",
+                [_v("B1", "not reproduced")],
+                claims=[
+                    {"name": "c", "statement": "s", "value": 1, "passed": True, "kind": "claim"},
+                    {"name": "s", "statement": "s", "value": 1, "passed": True, "kind": "sanity"},
+                    {"name": "t", "statement": "s", "value": 1, "passed": False, "kind": "sanity"},
+                ],
+            ),
+        ],
+    }
+
+
+def test_verdict_rows_take_the_largest_scale_and_note_ci(bench):
+    rows = verdict_rows(bench["runs"])
+    assert [(r["chapter"], r["headline"], r["verdict"]) for r in rows] == [
+        ("alpha", "A1", "partly"),
+        ("alpha", "A2", "reproduced"),
+        ("beta", "B1", "not reproduced"),
+    ]
+    assert rows[0]["ci_verdict"] == "not tested here"
+    assert totals_sentence(rows) == "Of 3 headline claims across 2 papers: 1 reproduced, 1 partly, 1 not reproduced."
+
+
+def test_verdicts_page(bench, tmp_path):
+    out = write_verdicts([bench], tmp_path / "v.md")
+    text = out.read_text()
+    assert "Of 3 headline claims across 2 papers" in text
+    assert "**partly** (at `ci`: not tested here)" in text
+    assert "e\\|vidence" in text  # a pipe in a cell cannot break the table
+    assert "| `beta` | 0 | 0 | 1 | 0 | 0 |" in text
+
+
+def test_reproducibility_page_counts_claims_and_sanity_checks_apart(bench, tmp_path):
+    text = write_repro([bench], tmp_path / "r.md", source="test").read_text()
+    assert "| `beta` | `book` | 0 | 1/1 | 1/2 | 1 |" in text
+
+
+def test_headers_rewritten_from_bench(bench, tmp_path):
+    nb = {
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": [
+                    "# Alpha\n",
+                    "*Run time (measured by `make bench`, 2026-01-01): ci ≈ 99 s · book ≈ 2 min · paper: long.*",
+                ],
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "alpha.ipynb").write_text(json.dumps(nb))
+    assert update_headers(bench, tmp_path) == ["alpha"]
+    text = "".join(json.loads((tmp_path / "alpha.ipynb").read_text())["cells"][0]["source"])
+    assert "(measured by `make bench`, 2026-12-03): ci ≈ 11 s · book ≈ 61 s · paper: long." in text
+    assert update_headers(bench, tmp_path) == []  # idempotent
+
+
+def _page_times() -> dict[tuple[str, str], float]:
+    page = (ROOT / "book" / "reproducibility.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|(?:[^|]*\|){5} ([\d.]+) \|", page, re.M)
+    return {(slug, scale): float(sec) for slug, scale, sec in rows}
+
+
+@pytest.mark.parametrize("nb_path", sorted((ROOT / "nbs").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_chapter_header_times_match_the_reproducibility_page(nb_path):
+    """Headers are written by `make bench` from the same run as the Reproducibility page: they cannot disagree."""
+    times = _page_times()
+    assert times, "book/reproducibility.md has no run rows (run `make bench`), or its table format changed"
+    if (nb_path.stem, "ci") not in times:
+        pytest.skip(f"{nb_path.stem} has no `make bench` run yet")
+    header = "".join(json.loads(nb_path.read_text())["cells"][0]["source"])
+    m = HEADER.search(header)
+    assert m, f"{nb_path.stem}: no measured run-time header"
+    want = f"ci ≈ {times[(nb_path.stem, 'ci')]:.0f} s · book ≈ {times[(nb_path.stem, 'book')]:.0f} s"
+    assert want in m.group(0), f"{nb_path.stem}: header says {m.group(0)!r}, make bench measured {want!r}"

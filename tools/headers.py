@@ -1,0 +1,51 @@
+"""Write each chapter header's measured run times from a `make bench` file, so no header is typed by hand.
+
+    python tools/headers.py _build/bench.json
+
+A chapter's header line reads ``*Run time on 2 CPU cores (measured by `make bench`, DATE): ci ≈ N s · book ≈ N s …*``;
+this rewrites DATE and the two numbers from the bench file's `ci` and `book` runs, and leaves the rest of the line
+(notes, the `paper` estimate) as its author wrote it. The notebooks stay stripped of outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = re.compile(r"\(measured by `make bench`, [0-9-]+\): ci ≈ [\d.–]+ s · book ≈ [\d.–]+ (?:s|min)")
+
+
+def header_text(date: str, ci_seconds: float, book_seconds: float) -> str:
+    return f"(measured by `make bench`, {date}): ci ≈ {ci_seconds:.0f} s · book ≈ {book_seconds:.0f} s"
+
+
+def update_headers(bench: dict, nbs: Path = ROOT / "nbs") -> list[str]:
+    """Rewrite the header of every notebook that has a `ci` and a `book` run in ``bench``; return the slugs changed."""
+    seconds: dict[str, dict[str, float]] = {}
+    for r in bench.get("runs", []):
+        seconds.setdefault(Path(r["notebook"]).stem, {})[r["scale"]] = float(r["seconds"])
+    changed = []
+    for slug, by_scale in sorted(seconds.items()):
+        path = Path(nbs) / f"{slug}.ipynb"
+        if not path.is_file() or not {"ci", "book"} <= set(by_scale):
+            continue
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        first = nb["cells"][0]
+        text = "".join(first["source"])
+        new = HEADER.sub(header_text(bench["date"], by_scale["ci"], by_scale["book"]), text, count=1)
+        if new == text:
+            continue
+        first["source"] = new.splitlines(keepends=True)
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        changed.append(slug)
+    return changed
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python tools/headers.py BENCH.json", file=sys.stderr)
+        sys.exit(2)
+    print("headers updated:", ", ".join(update_headers(json.loads(Path(sys.argv[1]).read_text()))) or "none")
