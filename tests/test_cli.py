@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from iclr26.cli import chapter_title, list_chapters, main, run_notebook
+from iclr26.cli import chapter_title, check_against_manifest, list_chapters, main, read_manifest, run_notebook
 
 PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'
 BODY = """
@@ -109,3 +109,41 @@ def test_list_reads_toc(tmp_path, tiny):
     assert proc.returncode == 0 and "tiny" in proc.stdout and "A tiny chapter" in proc.stdout
     with pytest.raises(ValueError, match="toc"):
         list_chapters(tmp_path / "missing.yml")
+
+
+def _result(scale="ci", names=("a", "b"), glued=("x",), seconds=10.0):
+    claims = [{"name": n, "statement": "s", "value": 1, "passed": True, "kind": "claim"} for n in names]
+    return {"scale": scale, "claims": claims, "glued": {g: 1 for g in glued}, "seconds": seconds}
+
+
+MANIFEST = {"claims": {"ci": ["a", "b"], "book": ["a", "b", "c"]}, "glue": ["x"], "budget_s": {"ci": 20, "book": 100}}
+
+
+def test_check_against_manifest_catches_each_hole():
+    assert check_against_manifest(_result(), MANIFEST) == ([], [])
+    errors, _ = check_against_manifest(_result(names=("a",)), MANIFEST)  # a branch skipped a check
+    assert errors and "did not record: ['b']" in errors[0]
+    errors, _ = check_against_manifest(_result(names=("a", "b", "z")), MANIFEST)
+    assert errors and "does not list: ['z']" in errors[0]
+    errors, _ = check_against_manifest(_result(glued=()), MANIFEST)
+    assert errors == ["numbers not glued: ['x']"]
+    errors, warns = check_against_manifest(_result(seconds=25.0), MANIFEST)  # 1.25x: noise, a warning
+    assert not errors and warns and "over its ci budget of 20 s" in warns[0]
+    errors, _ = check_against_manifest(_result(seconds=31.0), MANIFEST)  # 1.55x: a failure
+    assert errors and "over 1.5× its ci budget" in errors[0]
+    assert check_against_manifest(_result("book", ("a", "b", "c")), MANIFEST) == ([], [])
+
+
+def test_read_manifest_round_trip_and_bad_input(tiny, tmp_path):
+    with pytest.raises(ValueError, match="no manifest"):
+        read_manifest(tiny)
+    nb = json.loads(tiny.read_text())
+    nb["metadata"]["iclr26"] = {"manifest": MANIFEST}
+    tiny.write_text(json.dumps(nb))
+    assert read_manifest(tiny) == MANIFEST
+    nb["metadata"]["iclr26"] = {"manifest": {**MANIFEST, "budget_s": {"ci": -1}}}
+    tiny.write_text(json.dumps(nb))
+    with pytest.raises(ValueError, match="manifest must be"):
+        read_manifest(tiny)
+    with pytest.raises(ValueError, match="not a file"):
+        read_manifest(tmp_path / "missing.ipynb")

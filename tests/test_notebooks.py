@@ -1,105 +1,58 @@
-"""Every chapter in _toc.yml, executed by papermill at the `ci` scale: it runs, passes every claim, glues its numbers.
+"""Every chapter in _toc.yml, executed by papermill at the `ci` scale: it runs, passes every check, and matches its
+manifest (metadata.iclr26.manifest): exactly the checks listed for `ci`, every glued name, and its time budget
+(over 1× warns, over 1.5× fails; a hung cell or notebook fails with its name).
 
 The executed notebooks land in _build/ci/executed/ and their results in _build/ci/results/, where `make ci-book`
-builds the book from them with warnings as errors. Set ICLR26_SEED to run another seed
-(every claim must hold on any seed).
+builds the book from them with warnings as errors. Set ICLR26_SEED to run another seed (every claim must hold on any
+seed): ``ICLR26_SEED=3 make chapters``.
 """
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
-from iclr26.cli import list_chapters, run_notebook
+from iclr26.cli import BUDGET_FAIL, check_against_manifest, list_chapters, read_manifest, run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = list_chapters(ROOT / "_toc.yml")
 SEED = int(os.environ.get("ICLR26_SEED", "0"))
 OUT = ROOT / "_build" / "ci"
 
-# The numbers each chapter must glue at every scale (fixed names, read by the reproducibility page and outside checks).
-REQUIRED_GLUE = {
-    "influential_sets": [
-        "boston_beta_full",
-        "boston_beta_without_s",
-        "boston_delta_exact",
-        "boston_xi_x",
-        "evt_size",
-        "mc_size",
-        "power",
-    ],
-    "clock_pizza": [
-        "acc_alpha0",
-        "acc_alpha1",
-        "acc_mlp",
-        "dphi_aligned_frac_alpha0",
-        "dphi_aligned_frac_alpha1",
-        "circ_r_mlp",
-        "h1_bars_alpha1",
-        "h1_bars_mlp",
-        "mmd_pvalue_alpha0_vs_alpha1",
-    ],
-    "temporal_sae": [
-        "fvu_tfa",
-        "fvu_topk",
-        "boundary_auroc_tfa",
-        "boundary_auroc_sae",
-        "topic_probe_pred",
-        "topic_probe_novel",
-        "fast_corr_novel",
-        "fast_corr_pred",
-    ],
-    "diffusion_memorization": [
-        "lossgap_fisher_max_relerr",
-        "lossgap_ratio_small_vs_mid_t",
-        "mem_frac_wide_small_n",
-        "mem_frac_narrow_large_n",
-        "mem_frac_control",
-        "mem_original",
-        "mem_pruned",
-        "mem_random_pruned",
-        "fd_original",
-        "fd_pruned",
-    ],
-    "cola_counterfactuals": [
-        "edit_ratio_mean",
-        "edit_ratio_random",
-        "cola_over_optimum",
-        "ot_cost",
-        "identity_cost",
-        "random_perm_cost",
-        "nn_cost",
-    ],
-    "optimizer_benchmark": [
-        "speedup_tuned_vs_recipe",
-        "best_lr_adamw",
-        "best_lr_lion",
-        "best_lr_muon",
-        "speedup_muon",
-        "speedup_soap",
-        "ranking_flip",
-        "entropy_rate",
-    ],
-}
-
 
 @pytest.mark.chapter
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[nb.stem for nb in CHAPTERS])
 def test_chapter_runs_and_its_claims_hold(notebook: Path):
     slug = notebook.stem
-    result = run_notebook(notebook, scale="ci", seed=SEED, out=OUT / "executed" / f"{slug}.ipynb")
+    manifest = read_manifest(notebook)
+    budget = manifest["budget_s"]["ci"]
+    result = run_notebook(
+        notebook,
+        scale="ci",
+        seed=SEED,
+        out=OUT / "executed" / f"{slug}.ipynb",
+        cell_timeout=BUDGET_FAIL * budget,
+        timeout=2 * BUDGET_FAIL * budget,
+    )
     (OUT / "results").mkdir(parents=True, exist_ok=True)
     (OUT / "results" / f"{slug}.json").write_text(json.dumps(result, indent=2, default=str))
+    rel = notebook.relative_to(ROOT)
+    rerun = f"rerun: ICLR26_SEED={SEED} make chapters, or .venv/bin/python -m iclr26 run {rel} --scale ci --seed {SEED}"
     print(f"\n{slug} [ci, seed {SEED}]: {result['seconds']:.1f} s")
     for c in result["claims"]:
-        print(f"  {'✓' if c['passed'] else '✗'} {c['name']}: {c['value']}")
-    assert "error" not in result, f"{slug} failed to execute:\n{result.get('error', '')[-4000:]}"
-    assert result["claims"], f"{slug} checks no claim"
+        print(f"  {'✓' if c['passed'] else '✗'} [{c['kind']}] {c['name']}: {c['value']}")
+    assert "error" not in result, f"{slug} failed to execute ({rerun}):\n{result.get('error', '')[-4000:]}"
+    assert result["claims"], f"{slug} records no check ({rerun})"
+    assert not result.get("duplicates"), f"{slug}: check names recorded twice: {result['duplicates']} ({rerun})"
     failed = [c for c in result["claims"] if not c["passed"]]
-    assert not failed, f"{slug}: claims failed: {failed}"
-    missing = [name for name in REQUIRED_GLUE.get(slug, []) if name not in result["glued"]]
-    assert not missing, f"{slug}: numbers not glued: {missing}"
+    assert not failed, f"{slug}: checks failed at seed {SEED}: {failed} ({rerun})"
+    errors, warnings_ = check_against_manifest(result, manifest)
+    for w in warnings_:
+        warnings.warn(f"{slug}: {w}", stacklevel=1)
+    assert not errors, f"{slug} does not match its manifest: {errors} ({rerun})"
+    assert result["verdicts"], f"{slug} records no verdict table"
     executed = json.loads((OUT / "executed" / f"{slug}.ipynb").read_text())
     figures = sum("image/png" in o.get("data", {}) for c in executed["cells"] for o in c.get("outputs", []))
     assert figures >= 3, f"{slug}: only {figures} figures rendered (a non-inline matplotlib backend?)"

@@ -154,7 +154,7 @@ def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26.cli import list_chapters
+    from iclr26.cli import check_against_manifest, list_chapters, read_manifest
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="chapter slugs (default: every chapter in _toc.yml)")
@@ -171,7 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             chapters = [c for c in chapters if c.stem in set(args.only)]
         for nb in chapters:
             for scale in args.scales:
-                runs.append(run_chapter(nb, scale, args.seed))
+                run = run_chapter(nb, scale, args.seed)
+                try:  # every run against its chapter's manifest: checks expected at this scale, glue, budget
+                    errors, warnings = check_against_manifest(run, read_manifest(nb))
+                except ValueError as err:
+                    errors, warnings = [str(err)], []
+                run["manifest"] = {"errors": errors, "warnings": warnings}
+                for line in errors:
+                    print(f"  manifest error: {line}")
+                for line in warnings:
+                    print(f"  manifest warning: {line}")
+                runs.append(run)
     overhead = fit_overhead()
     print(
         f"fit overhead: {overhead['fit_seconds']:.3f} s vs {overhead['manual_seconds']:.3f} s "
@@ -192,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
         print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
         print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
-    return 0 if all(r.get("ok") for r in runs) else 1
+    return 0 if all(r.get("ok") and not r["manifest"]["errors"] for r in runs) else 1
 
 
 if __name__ == "__main__":

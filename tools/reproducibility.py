@@ -26,6 +26,16 @@ def _load(items: Iterable[Path | dict]) -> tuple[list[dict], dict]:
     return runs, meta
 
 
+def _manifest_cell(run: dict) -> str:
+    """The run against its chapter's manifest (exact check set, glue, time budget)."""
+    m = run.get("manifest")
+    if m is None:
+        return "—"
+    if m["errors"]:
+        return "; ".join(m["errors"]).replace("|", "\\|")
+    return "over budget (≤ 1.5×)" if m["warnings"] else "as promised"
+
+
 def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
     """Render one row per chapter and scale: claims passed/total, wall time, peak memory."""
     runs, meta = _load(items)
@@ -46,8 +56,8 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
             "{doc}`verdicts` page says, per headline claim of each paper, what was reproduced.",
             "",
             "| chapter | scale | seed | paper claims passed | sanity checks passed | verdicts | wall time (s) "
-            "| peak memory (MB) | status |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| peak memory (MB) | status | manifest |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in sorted(runs, key=lambda r: (Path(r["notebook"]).stem, ["ci", "book", "paper"].index(r["scale"]))):
             claims = r.get("claims", [])
@@ -60,7 +70,7 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
             peak_text = "" if peak is None else f"{peak:.0f}"
             lines.append(
                 f"| `{Path(r['notebook']).stem}` | `{r['scale']}` | {r['seed']} | {counts[0]} | {counts[1]} | "
-                f"{len(r.get('verdicts', []))} | {r['seconds']:.1f} | {peak_text} | {status} |"
+                f"{len(r.get('verdicts', []))} | {r['seconds']:.1f} | {peak_text} | {status} | {_manifest_cell(r)} |"
             )
         lines.append("")
     fit = meta.get("fit_overhead")

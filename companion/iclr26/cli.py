@@ -25,7 +25,17 @@ from typing import Any
 from iclr26.claims import read_notebook
 from iclr26.runtime import SCALES
 
-__all__ = ["main", "run_notebook", "list_chapters", "chapter_title", "NotebookTimeout"]
+__all__ = [
+    "main",
+    "run_notebook",
+    "list_chapters",
+    "chapter_title",
+    "read_manifest",
+    "check_against_manifest",
+    "NotebookTimeout",
+]
+
+BUDGET_WARN, BUDGET_FAIL = 1.0, 1.5  # a run above its budget warns, above 1.5× its budget fails
 
 
 class NotebookTimeout(Exception):
@@ -79,6 +89,69 @@ def chapter_title(notebook: str | Path) -> str:
                 if line.startswith("# "):
                     return line[2:].strip()
     return Path(notebook).stem
+
+
+def read_manifest(notebook: str | Path) -> dict[str, Any]:
+    """A chapter's manifest, from its notebook's metadata (``metadata.iclr26.manifest``).
+
+    ``{"claims": {scale: [names]}, "glue": [names], "budget_s": {scale: seconds}}``: the check names (paper claims and
+    sanity checks) a run records at each scale, the glued names the page and outside checks read, and the time budget
+    per scale. Raises ``ValueError`` when the notebook has none or it is malformed.
+    """
+    path = Path(notebook)
+    if not path.is_file():
+        raise ValueError(f"notebook {str(path)!r} is not a file")
+    meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    manifest = (meta.get("iclr26") or {}).get("manifest")
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path.name} has no manifest (metadata.iclr26.manifest)")
+    claims, glue, budget = manifest.get("claims"), manifest.get("glue"), manifest.get("budget_s")
+    ok = (
+        isinstance(claims, dict)
+        and all(k in SCALES and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in claims.items())
+        and isinstance(glue, list)
+        and all(isinstance(n, str) for n in glue)
+        and isinstance(budget, dict)
+        and all(k in SCALES and isinstance(v, (int, float)) and v > 0 for k, v in budget.items())
+    )
+    if not ok:
+        raise ValueError(
+            f"{path.name}: the manifest must be {{'claims': {{scale: [names]}}, 'glue': [names], "
+            f"'budget_s': {{scale: seconds}}}}, got {manifest!r}"
+        )
+    return manifest
+
+
+def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Compare a :func:`run_notebook` result with the chapter's manifest: ``(errors, warnings)``.
+
+    Errors: a check the manifest expects at this scale is missing, or one it does not list was recorded (a branch
+    that skips or adds a check is visible, never a silent 8/9); a glued name is missing; the run took more than
+    1.5× its budget. Warning: it took between 1× and 1.5× its budget (timing noise).
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    scale = result["scale"]
+    expected = manifest["claims"].get(scale)
+    recorded = [c["name"] for c in result.get("claims", [])]
+    if expected is not None:
+        missing = [n for n in expected if n not in recorded]
+        extra = [n for n in recorded if n not in expected]
+        if missing:
+            errors.append(f"checks the manifest expects at {scale} but the run did not record: {missing}")
+        if extra:
+            errors.append(f"checks recorded at {scale} that the manifest does not list: {extra}")
+    missing_glue = [n for n in manifest["glue"] if n not in result.get("glued", {})]
+    if missing_glue:
+        errors.append(f"numbers not glued: {missing_glue}")
+    budget = manifest["budget_s"].get(scale)
+    if budget is not None and "seconds" in result:
+        ratio = result["seconds"] / budget
+        if ratio > BUDGET_FAIL:
+            errors.append(f"took {result['seconds']:.1f} s, over {BUDGET_FAIL}× its {scale} budget of {budget:g} s")
+        elif ratio > BUDGET_WARN:
+            warnings.append(f"took {result['seconds']:.1f} s, over its {scale} budget of {budget:g} s")
+    return errors, warnings
 
 
 def run_notebook(
