@@ -262,6 +262,13 @@ def claim_at_most(
     return claim(name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, calibration=calibration)
 
 
+def _against_baseline(value: Any, baseline: Any, margin: Any) -> tuple[float, float, float]:
+    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline"), _check_number(margin, "margin")
+    if m < 0:
+        raise ValueError(f"margin must be ≥ 0, got {m}")
+    return v, b, m
+
+
 def claim_greater_than(
     name: str,
     statement: str,
@@ -273,9 +280,7 @@ def claim_greater_than(
     calibration: str = "",
 ) -> Claim:
     """Passes iff ``value > baseline + margin`` (the baseline is measured in the same run)."""
-    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline"), _check_number(margin, "margin")
-    if m < 0:
-        raise ValueError(f"margin must be ≥ 0, got {m}")
+    v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" + margin {_fmt(m)}" if m else "")
     return claim(name, statement, v, bool(v > b + m), detail, kind=kind, calibration=calibration)
 
@@ -291,9 +296,7 @@ def claim_less_than(
     calibration: str = "",
 ) -> Claim:
     """Passes iff ``value < baseline - margin``."""
-    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline"), _check_number(margin, "margin")
-    if m < 0:
-        raise ValueError(f"margin must be ≥ 0, got {m}")
+    v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" − margin {_fmt(m)}" if m else "")
     return claim(name, statement, v, bool(v < b - m), detail, kind=kind, calibration=calibration)
 
