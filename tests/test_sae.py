@@ -73,6 +73,171 @@ def test_fit_sae_recovers_planted_dictionary():
     assert fvu(x, sae(x)[0].detach()) < 0.3
 
 
+# ------------------------------------------------------------------------------------------------ TopK fast path
+_TOL = {torch.float64: 1e-10, torch.float32: 1e-5}
+
+
+def _assert_rel(fast, ref, tol, what, scale=None):
+    """``max |fast - ref| <= tol * max |ref|`` (or ``tol * scale``): a relative error per tensor."""
+    fast, ref = fast.detach(), ref.detach()
+    scale = float(ref.abs().max()) if scale is None else scale
+    err = float((fast - ref).abs().max())
+    assert err <= tol * max(scale, 1e-30), f"{what}: max error {err:.3g} vs scale {scale:.3g}"
+
+
+def _twin_topk(d_in, width, k, decoder_norm, dtype, b_dec, seed=0):
+    """A dense reference TopKSAE and a fast copy with the same (deliberately generic) weights."""
+    torch.manual_seed(seed)
+    ref = TopKSAE(d_in, width, k=k, decoder_norm=decoder_norm).to(dtype)
+    with torch.no_grad():
+        ref.W_enc.add_(0.3 * torch.randn_like(ref.W_enc))  # untie the encoder from the decoder
+        ref.W_dec.mul_(torch.rand(width, 1, dtype=dtype) * 2 + 0.3)  # rows of unequal norm
+        ref.b_enc.normal_(std=0.2)
+        if b_dec:
+            ref.b_dec.normal_()
+    fast = TopKSAE(d_in, width, k=k, decoder_norm=decoder_norm, fast=True).to(dtype)
+    fast.load_state_dict(ref.state_dict())
+    return ref, fast
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("decoder_norm", ["unit", "free"])
+@pytest.mark.parametrize("k", [1, 5, 32])  # 32 = width
+@pytest.mark.parametrize("b_dec", [False, True])
+def test_topk_fast_path_matches_dense_reference(dtype, decoder_norm, k, b_dec):
+    tol = _TOL[dtype]
+    ref, fast = _twin_topk(12, 32, k, decoder_norm, dtype, b_dec)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 16, 12, generator=gen, dtype=dtype) + 0.5  # leading axes, not centred
+    # forward: reconstruction and the dense code
+    (xr, zr), (xf, zf) = ref(x), fast(x)
+    assert zf.shape == zr.shape == (4, 16, 32)
+    _assert_rel(xf, xr, tol, "x_hat")
+    _assert_rel(zf, zr, tol, "z")
+    # loss, metrics and every parameter's gradient
+    (lr, mr), (lf, mf) = ref.loss(x), fast.loss(x)
+    _assert_rel(lf, lr, tol, "loss")
+    _assert_rel(mf["mse"], mr["mse"], tol, "mse")
+    assert float(mf["l0"]) == float(mr["l0"])
+    lr.backward()
+    lf.backward()
+    for (name, pr), pf in zip(ref.named_parameters(), fast.parameters()):
+        _assert_rel(pf.grad, pr.grad, tol, f"grad {name}")
+    # 20 Adam steps on fresh batches
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (ref, fast)]
+    for _ in range(20):
+        xb = torch.randn(64, 12, generator=gen, dtype=dtype) + 0.5
+        for m, opt in zip((ref, fast), opts):
+            opt.zero_grad()
+            m.loss(xb)[0].backward()
+            opt.step()
+    for (name, pr), pf in zip(ref.named_parameters(), fast.parameters()):
+        _assert_rel(pf.detach(), pr.detach(), tol, f"{name} after 20 Adam steps")
+
+
+def test_topk_fast_path_with_fewer_positive_than_k():
+    """Tokens with fewer than k positive pre-activations: the empty slots hold zeros with no gradient."""
+    ref, fast = _twin_topk(10, 24, 8, "unit", torch.float64, True)
+    with torch.no_grad():
+        for m in (ref, fast):
+            m.b_enc.fill_(-2.0)
+    x = torch.randn(50, 10, dtype=torch.float64)
+    assert ((ref.pre_activations(x) > 0).sum(-1) < 8).any()
+    lr, lf = ref.loss(x)[0], fast.loss(x)[0]
+    lr.backward()
+    lf.backward()
+    _assert_rel(lf, lr, 1e-10, "loss")
+    _assert_rel(fast(x)[1], ref(x)[1], 1e-10, "z")
+    for (name, pr), pf in zip(ref.named_parameters(), fast.parameters()):
+        _assert_rel(pf.grad, pr.grad, 1e-10, f"grad {name}")
+
+
+@pytest.mark.parametrize("n, width, k", [(64, 4096, 32), (50, 256, 4), (33, 1000, 3), (20, 96, 1), (9, 64, 64)])
+def test_topk_select_is_exact(n, width, k):
+    from iclr26.sae import _group_size, _topk_select
+
+    torch.manual_seed(0)
+    for pre in (torch.randn(n, width), torch.randint(0, 4, (n, width)).float()):  # distinct values, many ties
+        vals, idx = _topk_select(pre, k)
+        ref_vals, _ = pre.topk(k, dim=-1)
+        assert torch.equal(vals.sort(-1).values, ref_vals.sort(-1).values)
+        assert torch.equal(pre.gather(1, idx), vals)
+        assert (idx.sort(-1).values.diff(dim=-1) > 0).all()  # k distinct latents per token
+    assert _group_size(4096, 32) == 8 and _group_size(1000, 3) == 8 and _group_size(96, 1) == 8
+    assert _group_size(64, 64) == 1 and _group_size(32, 5) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_topk_fast_path_grouped_and_chunked(dtype, monkeypatch):
+    """Wide enough for the grouped top-k, and pre-activations computed a few (uneven) token blocks at a time."""
+    import iclr26.sae as sae_mod
+
+    monkeypatch.setattr(sae_mod, "_CHUNK_ELEMENTS", 256 * 7)  # blocks of 7 tokens
+    tol = _TOL[dtype]
+    ref, fast = _twin_topk(16, 256, 4, "unit", dtype, True)
+    assert sae_mod._group_size(256, 4) == 8
+    x = torch.randn(3, 17, 16, dtype=dtype)
+    (lr, mr), (lf, mf) = ref.loss(x), fast.loss(x)
+    _assert_rel(lf, lr, tol, "loss")
+    assert float(mf["l0"]) == float(mr["l0"])
+    _assert_rel(fast(x)[1], ref(x)[1], tol, "z")
+    lr.backward()
+    lf.backward()
+    for (name, pr), pf in zip(ref.named_parameters(), fast.parameters()):
+        _assert_rel(pf.grad, pr.grad, tol, f"grad {name}")
+
+
+def test_topk_sparse_code_gradcheck():
+    """The custom backward against finite differences, through all three outputs (recon, vals; idx is an index)."""
+    from iclr26.sae import _TopKSparseCode
+
+    torch.manual_seed(0)
+    xc = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
+    W_enc = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
+    b_enc = (0.1 * torch.randn(9, dtype=torch.float64)).requires_grad_()
+    D = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
+
+    def f(xc, W_enc, b_enc, D):
+        recon, vals, idx = _TopKSparseCode.apply(xc, W_enc, b_enc, D, 3)
+        return recon, vals
+
+    assert torch.autograd.gradcheck(f, (xc, W_enc, b_enc, D))
+    assert torch.autograd.gradcheck(lambda xc, W, D: _TopKSparseCode.apply(xc, W, None, D, 3)[0], (xc, W_enc, D))
+
+
+def test_fit_sae_fast_matches_dense():
+    """The whole recipe (AdamW, warmup-cosine, clipping) gives the same history and weights on both paths."""
+    x = torch.randn(256, 8, dtype=torch.float64)
+    ref, fast = _twin_topk(8, 24, 3, "unit", torch.float64, False)
+    hists = [fit_sae(m, x, steps=30, batch_size=64, lr=1e-2, progress=False) for m in (ref, fast)]
+    assert np.allclose(hists[0]["loss"], hists[1]["loss"], rtol=1e-10, atol=0)
+    _assert_rel(fast.W_dec.detach(), ref.W_dec.detach(), 1e-10, "W_dec")
+    _assert_rel(fast.W_enc.detach(), ref.W_enc.detach(), 1e-10, "W_enc")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_temporal_sae_fast_matches_dense(dtype):
+    tol = _TOL[dtype]
+    torch.manual_seed(0)
+    ref = TemporalSAE(8, 32, k=3, scaling_factor=1.7).to(dtype)
+    with torch.no_grad():
+        ref.b.normal_()
+    fast = TemporalSAE(8, 32, k=3, scaling_factor=1.7, fast=True).to(dtype)
+    fast.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 6, 8, dtype=dtype)
+    (xr, outr), (xf, outf) = ref(x, k=4), fast(x, k=4)
+    _assert_rel(xf, xr, tol, "x_hat")
+    for key in ("novel_codes", "pred_codes", "novel_recons", "pred_recons"):
+        _assert_rel(outf[key], outr[key], tol, key)
+    (lr, _), (lf, _) = ref.loss(x, gamma=0.1), fast.loss(x, gamma=0.1)  # gamma > 0: gradient through the code too
+    _assert_rel(lf, lr, tol, "loss")
+    lr.backward()
+    lf.backward()
+    scale = max(float(p.grad.abs().max()) for p in ref.parameters())  # some gradients are zero up to rounding
+    for (name, pr), pf in zip(ref.named_parameters(), fast.parameters()):
+        _assert_rel(pf.grad, pr.grad, tol, f"grad {name}", scale=scale)
+
+
 # ------------------------------------------------------------------------------------------------ Temporal SAE
 def test_temporal_sae_output_and_causality():
     torch.manual_seed(0)
@@ -214,6 +379,13 @@ def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
     "make, err, match",
     [
         (lambda: TopKSAE(8, 4, k=5), ValueError, "k must be <= width"),
+        (lambda: TopKSAE(8, 4, k=5, fast=True), ValueError, "k must be <= width"),
+        (lambda: TopKSAE(8, 4, k=0, fast=True), ValueError, "k must be an int >= 1"),
+        (lambda: TopKSAE(8, 4, k=2, fast=1), TypeError, "fast"),
+        (lambda: TopKSAE(8, 4, k=2, fast="yes"), TypeError, "fast"),
+        (lambda: TemporalSAE(8, 16, k=2, fast=None), TypeError, "fast"),
+        (lambda: TopKSAE(8, 16, k=2, fast=True)(torch.randn(3, 7)), ValueError, "last dimension 8"),
+        (lambda: TopKSAE(8, 16, k=2, fast=True).loss(torch.randn(3, 7)), ValueError, "last dimension 8"),
         (lambda: TopKSAE(8, 0, k=1), ValueError, "width"),
         (lambda: TopKSAE(8.0, 4, k=1), TypeError, "d_in"),
         (lambda: ReLUSAE(8, 4, l1=-1.0), ValueError, "l1"),

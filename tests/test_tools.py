@@ -121,3 +121,33 @@ def test_chapter_header_times_match_the_reproducibility_page(nb_path):
     assert m, f"{nb_path.stem}: no measured run-time header"
     want = f"ci ≈ {times[(nb_path.stem, 'ci')]:.0f} s · book ≈ {times[(nb_path.stem, 'book')]:.0f} s"
     assert want in m.group(0), f"{nb_path.stem}: header says {m.group(0)!r}, make bench measured {want!r}"
+
+
+def test_reproducibility_page_shows_the_sae_speed(bench, tmp_path):
+    bench["sae_speed"] = {
+        "tokens_per_s": {"fast": 27582.0, "dense": 4684.0, "hand_dense": 4655.0},
+        "ratio_fast_over_dense": 5.89,
+        "ratio_fast_over_hand_dense": 5.93,
+        "config": {
+            "d_in": 256,
+            "width": 4096,
+            "k": 32,
+            "batch": 4096,
+            "lr": 3e-4,
+            "threads": 2,
+            "steps": 50,
+            "warmup": 5,
+        },
+    }
+    text = write_repro([bench], tmp_path / "r.md", source="test").read_text()
+    assert "| `TopKSAE(fast=True)`: k-sparse decode and backward | 27,582 |" in text
+    assert "**5.89×**" in text
+
+
+def test_sae_speed_rejects_bad_counts():
+    from bench_sae import sae_speed
+
+    with pytest.raises(TypeError, match="steps"):
+        sae_speed(steps=2.5)
+    with pytest.raises(ValueError, match="warmup"):
+        sae_speed(warmup=-1)

@@ -5,7 +5,7 @@ in every chapter's header.
 
     python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
     python tools/bench.py --only influential_sets --scales ci
-    python tools/bench.py --fit-only
+    python tools/bench.py --fit-only --skip-sae
 
 Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
 process tree (the papermill driver plus the notebook's kernel), sampled every 0.1 s.
@@ -30,6 +30,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+from bench_sae import sae_speed  # noqa: E402
 from headers import update_headers  # noqa: E402
 from reproducibility import write_page  # noqa: E402
 from verdicts import write_page as write_verdicts_page  # noqa: E402
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scales", nargs="*", default=["ci", "book"], choices=["ci", "book", "paper"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-only", action="store_true")
+    parser.add_argument("--skip-sae", action="store_true", help="skip the TopK SAE training-speed benchmark")
     parser.add_argument("--out", default=str(ROOT / "_build" / "bench.json"))
     args = parser.parse_args(argv)
 
@@ -187,10 +189,19 @@ def main(argv: list[str] | None = None) -> int:
         f"fit overhead: {overhead['fit_seconds']:.3f} s vs {overhead['manual_seconds']:.3f} s "
         f"-> ratio {overhead['ratio']:.3f}"
     )
+    sae = None
+    if not args.skip_sae:
+        sae = sae_speed()
+        tps = sae["tokens_per_s"]
+        print(
+            f"TopK SAE training: fast {tps['fast']:,.0f} tokens/s, dense {tps['dense']:,.0f}, "
+            f"hand-written dense {tps['hand_dense']:,.0f} -> fast/dense {sae['ratio_fast_over_dense']:.2f}"
+        )
     bench = {
         "date": dt.date.today().isoformat(),
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",
         "fit_overhead": overhead,
+        "sae_speed": sae,
         "runs": runs,
     }
     out = Path(args.out)

@@ -1,6 +1,7 @@
 """The sparse-autoencoder family and its metrics.
 
     sae = TopKSAE(d_in=64, width=256, k=8)             # or ReLUSAE(d_in, width, l1=...)
+    sae = TopKSAE(d_in=64, width=256, k=8, fast=True)  # same math, k-sparse decode and backward (faster)
     x_hat, z = sae(x)                                  # x: (..., d_in) -> reconstruction, codes (..., width)
     loss, metrics = sae.loss(x)                        # per-token squared error (+ sparsity penalty), logs
     fit_sae(sae, x, steps=1000, batch_size=512)        # AdamW, warmup-cosine, clipping via iclr26.train.fit
@@ -156,22 +157,177 @@ class ReLUSAE(_DictionarySAE):
 
 
 class TopKSAE(_DictionarySAE):
-    """TopK SAE: keep the ``k`` largest ReLU pre-activations of each token, zero the rest (no penalty)."""
+    """TopK SAE: keep the ``k`` largest ReLU pre-activations of each token, zero the rest (no penalty).
 
-    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit") -> None:
+    ``fast=True`` runs :meth:`forward` and :meth:`loss` through the k-sparse path (:class:`_TopKSparseCode`): the
+    reconstruction is summed from the ``k`` selected dictionary rows of each token and the backward pass computes
+    the encoder and decoder gradients from those ``k`` indices only, never forming the dense ``(tokens, width)``
+    code or its gradient. The math is the dense reference's (``fast=False``: ReLU, top-k, scatter, ``z @ D``) up
+    to floating-point rounding; the decoder norm and ``b_dec`` are handled by the same code in both.
+    """
+
+    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = False) -> None:
         super().__init__(d_in, width, decoder_norm)
         self.k = _check_int(k, "k")
         if self.k > self.width:
             raise ValueError(f"k must be <= width={self.width}, got {k}")
+        if not isinstance(fast, bool):
+            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
+        self.fast = fast
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return _topk_relu(self.pre_activations(x), self.k)
+
+    def sparse_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The k-sparse path: ``(x_hat, vals, idx)`` with ``vals``, ``idx`` of shape ``(..., k)`` (the ReLU'd top-k
+        pre-activations and their latent indices, in no particular order) — ``z`` is ``vals`` scattered to ``idx``."""
+        x = self._check_input(x)
+        lead = x.shape[:-1]
+        xc = (x - self.b_dec).reshape(-1, self.d_in)
+        recon, vals, idx = _TopKSparseCode.apply(xc, self.W_enc, self.b_enc, self.dictionary, self.k)
+        x_hat = (recon + self.b_dec).reshape(*lead, self.d_in)
+        return x_hat, vals.reshape(*lead, self.k), idx.reshape(*lead, self.k)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(x_hat, z)`` for ``x`` of shape ``(..., d_in)`` (``z`` dense, ``(..., width)``, on both paths)."""
+        if not self.fast:
+            return super().forward(x)
+        x_hat, vals, idx = self.sparse_forward(x)
+        return x_hat, vals.new_zeros(*vals.shape[:-1], self.width).scatter(-1, idx, vals)
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Mean over tokens of the squared error summed over features (the fast path never forms the dense ``z``)."""
+        if not self.fast:
+            return super().loss(x)
+        x_hat, vals, _ = self.sparse_forward(x)
+        mse = (x - x_hat).pow(2).sum(-1).mean()
+        return mse, {"mse": mse.detach(), "l0": (vals > 0).float().sum(-1).mean().detach()}
 
 
 def _topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
     act = F.relu(pre)
     vals, idx = act.topk(k, dim=-1)
     return torch.zeros_like(act).scatter(-1, idx, vals)
+
+
+# ------------------------------------------------------------------------------------------------ k-sparse path
+_CHUNK_ELEMENTS = 1 << 22  # pre-activations computed this many at a time (a 16 MiB float32 block): cache-sized
+
+
+def _group_size(width: int, k: int) -> int:
+    """The column-group size of :func:`_topk_select`: the largest power of two ``g`` dividing ``width`` with
+    ``g^2 k <= width`` (which balances the ``width / g`` group maxima against the ``g k`` candidates), or 1 if
+    that is below 4 (then grouping does not pay)."""
+    g = 1
+    while width % (2 * g) == 0 and (2 * g) ** 2 * k <= width:
+        g *= 2
+    return g if g >= 4 else 1
+
+
+def _topk_select(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exactly ``pre.topk(k, dim=-1, sorted=False)`` for a contiguous 2-D ``pre`` (up to the order of the ``k``
+    results and which index wins an exact tie), faster on the CPU when ``k`` is much smaller than the width.
+
+    The columns are split into ``width / g`` groups (group ``c`` holds columns ``c, c + m, c + 2m, ...`` with
+    ``m = width / g``, so the group maxima are one vectorised pass). The maxima of the ``k`` groups with the largest
+    maxima are ``k`` values ``>= tau``, the smallest of those maxima, so the ``k``-th largest value is ``>= tau`` and
+    every element that can be in the top ``k`` lies in one of those ``k`` groups: the top ``k`` of their ``g k``
+    members is the top ``k`` of the row.
+    """
+    n, width = pre.shape
+    g = _group_size(width, k) if pre.device.type == "cpu" else 1  # torch.topk is already fast on accelerators
+    if g == 1:
+        return pre.topk(k, dim=-1, sorted=False)
+    m = width // g
+    _, groups = pre.view(n, g, m).amax(1).topk(k, dim=-1, sorted=False)
+    cand = (groups.unsqueeze(-1) + m * torch.arange(g, device=pre.device)).reshape(n, k * g)
+    vals, j = pre.gather(1, cand).topk(k, dim=-1, sorted=False)
+    return vals, cand.gather(1, j)
+
+
+def _row_plan(idx: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Group the ``(token, slot)`` pairs of ``idx`` (``(n, k)``) by latent: ``order`` sorts the flattened pairs by
+    latent, ``tokens`` is each sorted pair's token, ``offsets`` where each latent's run starts (``width`` runs)."""
+    flat = idx.reshape(-1)
+    order = torch.argsort(flat)
+    tokens = torch.div(order, idx.shape[1], rounding_mode="floor")
+    offsets = torch.zeros(width, dtype=torch.long, device=idx.device)
+    torch.cumsum(torch.bincount(flat, minlength=width)[:-1], 0, out=offsets[1:])
+    return order, tokens, offsets
+
+
+def _rows_sum(plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor], src: torch.Tensor,
+              weights: torch.Tensor) -> torch.Tensor:
+    """``out[j] = sum over pairs (n, i) with idx[n, i] == j of weights[n, i] * src[n]``, shape ``(width, d)``:
+    the gradient of a weight matrix that only the selected rows touched, in one pass over the ``n k`` pairs."""
+    order, tokens, offsets = plan
+    return F.embedding_bag(tokens, src, offsets, mode="sum", per_sample_weights=weights.reshape(-1)[order])
+
+
+def _pair_dots(table: torch.Tensor, idx: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``out[n, i] = <table[idx[n, i]], grad[n]>`` (``(n, k)``) without gathering the ``(n, k, d)`` rows: the
+    per-sample-weight gradient of ``embedding_bag``."""
+    n, k = idx.shape
+    offsets = torch.arange(0, n * k, k, device=idx.device)
+    bags = torch.arange(n, device=idx.device).repeat_interleave(k)
+    return torch.ops.aten._embedding_bag_per_sample_weights_backward(
+        grad.contiguous(), table, idx.reshape(-1), offsets, bags, 0
+    ).view(n, k)
+
+
+class _TopKSparseCode(torch.autograd.Function):
+    """TopK encode + decode from the ``k`` selected latents of each token, with a backward pass that only touches
+    them.
+
+    ``apply(xc, W_enc, b_enc, dictionary, k) -> (recon, vals, idx)`` for ``xc`` ``(n, d)``, ``W_enc`` ``(d, width)``,
+    ``b_enc`` ``(width,)`` or ``None`` and ``dictionary`` ``(width, d)``: ``pre = xc @ W_enc + b_enc``, ``idx`` the
+    top-``k`` latents of ``pre``, ``vals = ReLU(pre[idx])`` and ``recon = sum_i vals_i dictionary[idx_i]``
+    (``F.embedding_bag``). Selecting on ``pre`` rather than ``ReLU(pre)`` can only change which zero-valued latents
+    fill the ``k`` slots of a token with fewer than ``k`` positive pre-activations: same code, same gradients.
+    ``pre`` is computed and reduced a block of tokens at a time (``_CHUNK_ELEMENTS``), so the dense
+    ``(n, width)`` matrix never exists.
+
+    Backward, with ``g_pre = g_vals * (vals > 0)`` (the ReLU) on the selected pairs and zero elsewhere:
+    ``grad W_enc = xc^T g_pre`` and ``grad dictionary = vals^T g_recon`` are summed pair by pair into the selected
+    columns / rows (:func:`_rows_sum`), ``grad xc = g_pre W_enc^T`` reads only the selected columns, ``grad vals``
+    gets ``<dictionary[idx], g_recon>`` (:func:`_pair_dots`) — ``O(n k d)`` work instead of the dense ``O(n width d)``.
+    """
+
+    @staticmethod
+    def forward(ctx, xc, W_enc, b_enc, dictionary, k):  # noqa: D102
+        n, width = xc.shape[0], W_enc.shape[1]
+        vals = xc.new_empty(n, k)
+        idx = torch.empty(n, k, dtype=torch.long, device=xc.device)
+        rows = max(1, _CHUNK_ELEMENTS // width)
+        buf = xc.new_empty(min(rows, n), width)
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            pre = torch.mm(xc[start:stop], W_enc, out=buf[: stop - start])
+            if b_enc is not None:
+                pre += b_enc  # as the dense path's `(x - b_dec) @ W_enc + b_enc`
+            vals[start:stop], idx[start:stop] = _topk_select(pre, k)
+        del buf
+        vals.relu_()
+        recon = F.embedding_bag(idx, dictionary, mode="sum", per_sample_weights=vals)
+        ctx.save_for_backward(xc, W_enc, dictionary, vals, idx)
+        ctx.mark_non_differentiable(idx)
+        return recon, vals, idx
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_recon, g_vals, _g_idx):  # noqa: D102
+        xc, W_enc, dictionary, vals, idx = ctx.saved_tensors
+        need_x, need_enc, need_b, need_dict = ctx.needs_input_grad[:4]
+        width = dictionary.shape[0]
+        plan = _row_plan(idx, width) if need_enc or need_dict else None
+        g_recon = g_recon.contiguous()
+        g_vals = g_vals + _pair_dots(dictionary, idx, g_recon)
+        grad_dict = _rows_sum(plan, g_recon, vals) if need_dict else None
+        g_pre = g_vals * (vals > 0)  # ReLU backward on the selected pairs; the rest have no gradient
+        grad_x = F.embedding_bag(idx, W_enc.t().contiguous(), mode="sum", per_sample_weights=g_pre) if need_x else None
+        grad_enc = _rows_sum(plan, xc, g_pre).t() if need_enc else None
+        grad_b = vals.new_zeros(width).index_add_(0, idx.reshape(-1), g_pre.reshape(-1)) if need_b else None
+        return grad_x, grad_enc, grad_b, grad_dict, None
 
 
 # ------------------------------------------------------------------------------------------------ Temporal SAE
@@ -244,6 +400,10 @@ class TemporalSAE(nn.Module):
 
     ``context="attention"`` is the official predictor; ``context="ema"`` replaces the attention with an exponential
     moving average of past codes with decay ``ema_decay`` (an exercise).
+
+    ``fast=True`` (``novel="topk"`` only) computes the novel code and its reconstruction through the k-sparse path of
+    :class:`TopKSAE` (:class:`_TopKSparseCode` with encoder ``lam D^T`` and decoder ``D``): same math, with the
+    novel part's backward touching only the ``k`` selected latents per token.
     """
 
     def __init__(
@@ -259,6 +419,7 @@ class TemporalSAE(nn.Module):
         context: str = "attention",
         ema_decay: float = 0.9,
         scaling_factor: float = 1.0,
+        fast: bool = False,
     ) -> None:
         super().__init__()
         self.d_in = _check_int(d_in, "d_in")
@@ -273,13 +434,15 @@ class TemporalSAE(nn.Module):
                 raise ValueError(f"k must be <= width={self.width}, got {k}")
         if not isinstance(shift, bool):
             raise TypeError(f"shift must be a bool, got {type(shift).__name__}")
+        if not isinstance(fast, bool):
+            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
         if context not in ("attention", "ema"):
             raise ValueError(f"context must be 'attention' or 'ema', got {context!r}")
         self.ema_decay = _check_float(ema_decay, "ema_decay")
         if not self.ema_decay < 1:
             raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
         self.scaling_factor = _check_float(scaling_factor, "scaling_factor", strict=True)
-        self.k, self.novel, self.shift, self.context = k, novel, shift, context
+        self.k, self.novel, self.shift, self.context, self.fast = k, novel, shift, context, fast
         self.lam = 1.0 / (4 * self.d_in)
         self.eps = 1e-6
         n_attn_layers = _check_int(n_attn_layers, "n_attn_layers")
@@ -323,19 +486,29 @@ class TemporalSAE(nn.Module):
             alphas.append(alpha.squeeze(-1))
             if pattern is not None:
                 patterns.append(pattern)
-        pre = (xt * self.lam) @ self.D.T
-        if self.novel == "topk":
-            z_nov = _topk_relu(pre, kval)
-        elif self.novel == "relu":
-            z_nov = F.relu(pre)
+        if self.novel == "topk" and self.fast:
+            lead = xt.shape[:-1]
+            nov_rec, vals, idx = _TopKSparseCode.apply((xt * self.lam).reshape(-1, self.d_in), self.D.T, None,
+                                                       self.D, kval)
+            nov_rec, vals, idx = nov_rec.reshape(*lead, self.d_in), vals.reshape(*lead, -1), idx.reshape(*lead, -1)
+            z_nov = vals.new_zeros(*lead, self.width).scatter(-1, idx, vals)
+            pred_rec = z_pred @ self.D
+            x_hat = (pred_rec + nov_rec + self.b) / self.scaling_factor
         else:
-            z_nov = torch.zeros_like(z_pred)
-        x_hat = ((z_pred + z_nov) @ self.D + self.b) / self.scaling_factor
+            pre = (xt * self.lam) @ self.D.T
+            if self.novel == "topk":
+                z_nov = _topk_relu(pre, kval)
+            elif self.novel == "relu":
+                z_nov = F.relu(pre)
+            else:
+                z_nov = torch.zeros_like(z_pred)
+            x_hat = ((z_pred + z_nov) @ self.D + self.b) / self.scaling_factor
+            pred_rec, nov_rec = z_pred @ self.D, z_nov @ self.D
         out = {
             "pred_codes": z_pred,
             "novel_codes": z_nov,
-            "pred_recons": (z_pred @ self.D).detach() / self.scaling_factor,
-            "novel_recons": (z_nov @ self.D).detach() / self.scaling_factor,
+            "pred_recons": pred_rec.detach() / self.scaling_factor,
+            "novel_recons": nov_rec.detach() / self.scaling_factor,
             "alpha": torch.stack(alphas, -1),
             "attn": torch.stack(patterns, 1) if patterns else None,
         }
