@@ -256,17 +256,38 @@ def test_temporal_sae_output_and_causality():
     assert torch.allclose(out["pred_codes"][:, :6], out2["pred_codes"][:, :6], atol=1e-5)
 
 
-def test_temporal_sae_shift_means_token_cannot_predict_itself():
+def _raw_prediction(tfa, x, t):
+    """The predicted code's direction at position t (before the least-squares scale alpha)."""
+    _, out = tfa(x)
+    return out["pred_codes"][:, t] / out["alpha"][:, t, :1]
+
+
+@pytest.mark.parametrize("shift", [True, False])
+def test_temporal_sae_shift_means_token_cannot_predict_itself(shift):
+    """With the shift, position t attends to the codes of tokens 0..t-1 only: with the query switched off (uniform
+    attention), the predicted direction at t cannot change when token t changes. Without the shift it does."""
     torch.manual_seed(0)
-    tfa = TemporalSAE(8, 32, k=2)
+    tfa = TemporalSAE(8, 32, k=2, shift=shift)
+    with torch.no_grad():
+        for layer in tfa.attn_layers:
+            layer.q_target.weight.zero_()
+            layer.q_target.bias.zero_()
     x = torch.randn(2, 6, 8)
     x2 = x.clone()
     x2[:, 3] = torch.randn(2, 8)
-    # with the shift, the raw predictable direction at t=3 changes only through the query (its own token) ...
+    same = torch.allclose(_raw_prediction(tfa, x, 3), _raw_prediction(tfa, x2, 3), atol=1e-5)
+    assert same is shift
+    # causal in every case: earlier positions never see token 3
     _, a = tfa(x)
     _, b = tfa(x2)
     assert torch.allclose(a["pred_codes"][:, :3], b["pred_codes"][:, :3], atol=1e-5)
-    # ... and the reconstruction is exactly pred + novel through the tied dictionary
+
+
+def test_temporal_sae_reconstruction_is_pred_plus_novel():
+    torch.manual_seed(0)
+    tfa = TemporalSAE(8, 32, k=2)
+    x = torch.randn(2, 6, 8)
+    # the reconstruction is exactly pred + novel through the tied dictionary
     x_hat, out = tfa(x)
     recon = (out["pred_codes"] + out["novel_codes"]) @ tfa.D + tfa.b
     assert torch.allclose(x_hat, recon, atol=1e-5)
