@@ -1,7 +1,7 @@
 """The sparse-autoencoder family and its metrics.
 
-    sae = TopKSAE(d_in=64, width=256, k=8)             # or ReLUSAE(d_in, width, l1=...)
-    sae = TopKSAE(d_in=64, width=256, k=8, fast=True)  # same math, k-sparse decode and backward (faster)
+    sae = TopKSAE(d_in=64, width=256, k=8)              # k-sparse decode and backward (fast=True, the default)
+    sae = TopKSAE(d_in=64, width=256, k=8, fast=False)  # the dense reference, same math (or ReLUSAE(...))
     x_hat, z = sae(x)                                  # x: (..., d_in) -> reconstruction, codes (..., width)
     loss, metrics = sae.loss(x)                        # per-token squared error (+ sparsity penalty), logs
     fit_sae(sae, x, steps=1000, batch_size=512)        # AdamW, warmup-cosine, clipping via iclr26.train.fit
@@ -159,14 +159,15 @@ class ReLUSAE(_DictionarySAE):
 class TopKSAE(_DictionarySAE):
     """TopK SAE: keep the ``k`` largest ReLU pre-activations of each token, zero the rest (no penalty).
 
-    ``fast=True`` runs :meth:`forward` and :meth:`loss` through the k-sparse path (:class:`_TopKSparseCode`): the
-    reconstruction is summed from the ``k`` selected dictionary rows of each token and the backward pass computes
-    the encoder and decoder gradients from those ``k`` indices only, never forming the dense ``(tokens, width)``
-    code or its gradient. The math is the dense reference's (``fast=False``: ReLU, top-k, scatter, ``z @ D``) up
-    to floating-point rounding; the decoder norm and ``b_dec`` are handled by the same code in both.
+    ``fast=True`` (the default) runs :meth:`forward` and :meth:`loss` through the k-sparse path
+    (:class:`_TopKSparseCode`): the reconstruction is summed from the ``k`` selected dictionary rows of each token
+    and the backward pass computes the encoder and decoder gradients from those ``k`` indices only, never forming
+    the dense ``(tokens, width)`` code or its gradient. The math is the dense reference's (``fast=False``: ReLU,
+    top-k, scatter, ``z @ D``) up to floating-point rounding; the decoder norm and ``b_dec`` are handled by the same
+    code in both.
     """
 
-    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = False) -> None:
+    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = True) -> None:
         super().__init__(d_in, width, decoder_norm)
         self.k = _check_int(k, "k")
         if self.k > self.width:
@@ -401,9 +402,9 @@ class TemporalSAE(nn.Module):
     ``context="attention"`` is the official predictor; ``context="ema"`` replaces the attention with an exponential
     moving average of past codes with decay ``ema_decay`` (an exercise).
 
-    ``fast=True`` (``novel="topk"`` only) computes the novel code and its reconstruction through the k-sparse path of
-    :class:`TopKSAE` (:class:`_TopKSparseCode` with encoder ``lam D^T`` and decoder ``D``): same math, with the
-    novel part's backward touching only the ``k`` selected latents per token.
+    ``fast=True`` (the default; ``novel="topk"`` only) computes the novel code and its reconstruction through the
+    k-sparse path of :class:`TopKSAE` (:class:`_TopKSparseCode` with encoder ``lam D^T`` and decoder ``D``): same
+    math, with the novel part's backward touching only the ``k`` selected latents per token.
     """
 
     def __init__(
@@ -419,7 +420,7 @@ class TemporalSAE(nn.Module):
         context: str = "attention",
         ema_decay: float = 0.9,
         scaling_factor: float = 1.0,
-        fast: bool = False,
+        fast: bool = True,
     ) -> None:
         super().__init__()
         self.d_in = _check_int(d_in, "d_in")
