@@ -6,6 +6,7 @@ in every chapter's header.
     python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
     python tools/bench.py --only influential_sets --scales ci
     python tools/bench.py --fit-only --skip-sae
+    python tools/bench.py --pages-only        # re-check the last runs against the manifests, rewrite the pages
 
 Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
 process tree (the papermill driver plus the notebook's kernel), sampled every 0.1 s.
@@ -164,7 +165,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-only", action="store_true")
     parser.add_argument("--skip-sae", action="store_true", help="skip the TopK SAE training-speed benchmark")
     parser.add_argument("--out", default=str(ROOT / "_build" / "bench.json"))
+    parser.add_argument(
+        "--pages-only", action="store_true", help="re-render the pages and headers from the last bench file (--out)"
+    )
     args = parser.parse_args(argv)
+
+    def against_manifest(run: dict) -> None:
+        """Every run against its chapter's manifest: checks expected at this scale, glue, budget."""
+        try:
+            errors, warnings = check_against_manifest(run, read_manifest(ROOT / run["notebook"]))
+        except ValueError as err:
+            errors, warnings = [str(err)], []
+        run["manifest"] = {"errors": errors, "warnings": warnings}
+        for line in errors:
+            print(f"  {Path(run['notebook']).stem} [{run['scale']}] manifest error: {line}")
+        for line in warnings:
+            print(f"  {Path(run['notebook']).stem} [{run['scale']}] manifest warning: {line}")
+
+    out = Path(args.out)
+    if args.pages_only:  # re-render from the last bench file, after a manifest or a page template changed
+        bench = json.loads(out.read_text())
+        for run in bench["runs"]:
+            against_manifest(run)
+        out.write_text(json.dumps(bench, indent=2) + "\n")
+        print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
+        print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
+        print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
+        return 0 if all(r.get("ok") and not r["manifest"]["errors"] for r in bench["runs"]) else 1
 
     runs = []
     if not args.fit_only:
@@ -174,15 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         for nb in chapters:
             for scale in args.scales:
                 run = run_chapter(nb, scale, args.seed)
-                try:  # every run against its chapter's manifest: checks expected at this scale, glue, budget
-                    errors, warnings = check_against_manifest(run, read_manifest(nb))
-                except ValueError as err:
-                    errors, warnings = [str(err)], []
-                run["manifest"] = {"errors": errors, "warnings": warnings}
-                for line in errors:
-                    print(f"  manifest error: {line}")
-                for line in warnings:
-                    print(f"  manifest warning: {line}")
+                against_manifest(run)
                 runs.append(run)
     overhead = fit_overhead()
     print(
@@ -204,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         "sae_speed": sae,
         "runs": runs,
     }
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(bench, indent=2) + "\n")
     print(f"wrote {out}")
