@@ -73,6 +73,8 @@ def test_verdicts_page(bench, tmp_path):
     assert "**partly** (at `ci`: not tested here)" in text
     assert "e\\|vidence" in text  # a pipe in a cell cannot break the table
     assert "| `beta` | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "## `alpha`\n\n{doc}`The chapter <../nbs/alpha>`." in text
+    assert "| A1 | **partly** (at `ci`: not tested here) | because. *Evidence:* e\\|vidence |" in text
 
 
 def test_reproducibility_page_counts_claims_and_sanity_checks_apart(bench, tmp_path):

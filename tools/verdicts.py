@@ -74,22 +74,22 @@ def write_page(items, out: Path, source: str = "`make bench`") -> Path:
         lines += ["No verdict has been recorded yet: `make bench` fills this page.", ""]
     else:
         lines += [f"**{totals_sentence(rows)}**", ""]
-        lines += ["| chapter | the paper claims | verdict | evidence | why |", "|---|---|---|---|---|"]
-        for r in rows:
-            word = f"**{r['verdict']}**"
-            if r["ci_verdict"] and r["ci_verdict"] != r["verdict"]:
-                word += f" (at `ci`: {r['ci_verdict']})"
-            lines.append(
-                f"| {{doc}}`{r['chapter']} <../nbs/{r['chapter']}>` | {_cell(r['headline'])} | {word} | "
-                f"{_cell(r['evidence'])} | {_cell(r['why'])} |"
-            )
-        lines.append("")
         per = Counter((r["chapter"], r["verdict"]) for r in rows)
-        lines += ["## Per chapter", "", "| chapter | " + " | ".join(VERDICTS) + " |"]
-        lines.append("|---" * (len(VERDICTS) + 1) + "|")
-        for slug in sorted({r["chapter"] for r in rows}):
+        chapters = sorted({r["chapter"] for r in rows})
+        lines += ["| chapter | " + " | ".join(VERDICTS) + " |", "|---" * (len(VERDICTS) + 1) + "|"]
+        for slug in chapters:
             lines.append(f"| `{slug}` | " + " | ".join(str(per[(slug, w)]) for w in VERDICTS) + " |")
         lines.append("")
+        for slug in chapters:  # one narrow table per chapter, so the page reads without scrolling sideways
+            lines += [f"## `{slug}`", "", f"{{doc}}`The chapter <../nbs/{slug}>`.", ""]
+            lines += ["| the paper claims | verdict | why, and the evidence |", "|---|---|---|"]
+            for r in (r for r in rows if r["chapter"] == slug):
+                word = f"**{r['verdict']}**"
+                if r["ci_verdict"] and r["ci_verdict"] != r["verdict"]:
+                    word += f" (at `ci`: {r['ci_verdict']})"
+                why = _cell(r["why"]).rstrip(".")
+                lines.append(f"| {_cell(r['headline'])} | {word} | {why}. *Evidence:* {_cell(r['evidence'])} |")
+            lines.append("")
     out = Path(out)
     out.write_text("\n".join(lines))
     return out
