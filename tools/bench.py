@@ -155,6 +155,18 @@ def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
     return {"manual_seconds": mm, "fit_seconds": fm, "ratio": fm / mm, "repeats": repeats, "steps": steps}
 
 
+def write_pages(bench: dict) -> None:
+    """The Reproducibility and Verdicts pages and the chapter headers, from one bench record."""
+    print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
+    print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
+    print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
+
+
+def _exit_code(runs: list[dict]) -> int:
+    """0 iff every run passed its checks and matched its chapter's manifest."""
+    return 0 if all(r.get("ok") and not r["manifest"]["errors"] for r in runs) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     from iclr26.cli import check_against_manifest, list_chapters, read_manifest
 
@@ -188,10 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         for run in bench["runs"]:
             against_manifest(run)
         out.write_text(json.dumps(bench, indent=2) + "\n")
-        print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
-        print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
-        print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
-        return 0 if all(r.get("ok") and not r["manifest"]["errors"] for r in bench["runs"]) else 1
+        write_pages(bench)
+        return _exit_code(bench["runs"])
 
     runs = []
     if not args.fit_only:
@@ -228,10 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {out}")
     if runs and not args.only and set(args.scales) >= {"ci", "book"}:
         # the book's pages and the chapter headers describe a full run only, never a partial one
-        print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
-        print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
-        print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
-    return 0 if all(r.get("ok") and not r["manifest"]["errors"] for r in runs) else 1
+        write_pages(bench)
+    return _exit_code(runs)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "companion"))
 
-from iclr26.sae import TopKSAE  # noqa: E402
+from iclr26.sae import TopKSAE, _check_int  # noqa: E402
 
 CONFIG = {
     "d_in": 256,
@@ -86,14 +86,6 @@ class HandDenseTopK(nn.Module):
         return (x - x_hat).pow(2).sum(-1).mean()
 
 
-def _check_count(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
-
-
 def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     """Training tokens per second of the ``fast``, ``dense`` and ``hand_dense`` TopK SAEs (see the module
     docstring): ``warmup`` untimed steps each, then ``steps`` timed steps each, interleaved in chunks.
@@ -101,8 +93,8 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     Returns ``{"tokens_per_s": {...}, "ratio_fast_over_dense": ..., "config": {...}}`` plus ``final_loss`` (per
     variant: ``fast`` and ``dense`` follow the same trajectory up to rounding) and ``machine``.
     """
-    steps = _check_count(steps, "steps", 1)
-    warmup = _check_count(warmup, "warmup", 0)
+    steps = _check_int(steps, "steps", 1)
+    warmup = _check_int(warmup, "warmup", 0)
     c = CONFIG
     threads_before = torch.get_num_threads()
     torch.set_num_threads(c["threads"])

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(items: Iterable[Path | dict]) -> tuple[list[dict], dict]:
+def load_runs(items: Iterable[Path | dict]) -> tuple[list[dict], dict]:
+    """Runs from bench files and/or single run results (paths or dicts), and the last bench file's other keys."""
     runs: list[dict] = []
     meta: dict = {}
     for item in items:
@@ -38,7 +39,7 @@ def _manifest_cell(run: dict) -> str:
 
 def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
     """Render one row per chapter and scale: claims passed/total, wall time, peak memory."""
-    runs, meta = _load(items)
+    runs, meta = load_runs(items)
     lines = [
         "# Reproducibility",
         "",

@@ -8,13 +8,14 @@ where the `ci` run of the same chapter gave another verdict word, the page says 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "companion"))
+
+from reproducibility import load_runs  # noqa: E402
 
 from iclr26.claims import VERDICTS  # noqa: E402
 
@@ -23,14 +24,6 @@ _ORDER = {"ci": 0, "book": 1, "paper": 2}
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ").strip()
-
-
-def _runs(items) -> list[dict]:
-    runs: list[dict] = []
-    for item in items:
-        data = item if isinstance(item, dict) else json.loads(Path(item).read_text())
-        runs.extend(data["runs"] if "runs" in data else [data])
-    return runs
 
 
 def verdict_rows(runs: list[dict]) -> list[dict]:
@@ -56,7 +49,7 @@ def totals_sentence(rows: list[dict]) -> str:
 
 
 def write_page(items, out: Path, source: str = "`make bench`") -> Path:
-    runs = _runs(items)
+    runs, _ = load_runs(items)
     rows = verdict_rows(runs)
     intro = (
         "Which of each paper's headline claims this book reproduced, which it did not, and which it only reports. "

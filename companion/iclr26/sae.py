@@ -194,7 +194,7 @@ class TopKSAE(_DictionarySAE):
         if not self.fast:
             return super().forward(x)
         x_hat, vals, idx = self.sparse_forward(x)
-        return x_hat, vals.new_zeros(*vals.shape[:-1], self.width).scatter(-1, idx, vals)
+        return x_hat, _dense_code(vals, idx, self.width)
 
     def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Mean over tokens of the squared error summed over features (the fast path never forms the dense ``z``)."""
@@ -206,9 +206,13 @@ class TopKSAE(_DictionarySAE):
 
 
 def _topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
-    act = F.relu(pre)
-    vals, idx = act.topk(k, dim=-1)
-    return torch.zeros_like(act).scatter(-1, idx, vals)
+    vals, idx = F.relu(pre).topk(k, dim=-1)
+    return _dense_code(vals, idx, pre.shape[-1])
+
+
+def _dense_code(vals: torch.Tensor, idx: torch.Tensor, width: int) -> torch.Tensor:
+    """The dense ``(..., width)`` code holding ``vals`` at the latent indices ``idx`` (both ``(..., k)``), else 0."""
+    return vals.new_zeros(*vals.shape[:-1], width).scatter(-1, idx, vals)
 
 
 # ------------------------------------------------------------------------------------------------ k-sparse path
@@ -492,7 +496,7 @@ class TemporalSAE(nn.Module):
             nov_rec, vals, idx = _TopKSparseCode.apply((xt * self.lam).reshape(-1, self.d_in), self.D.T, None,
                                                        self.D, kval)
             nov_rec, vals, idx = nov_rec.reshape(*lead, self.d_in), vals.reshape(*lead, -1), idx.reshape(*lead, -1)
-            z_nov = vals.new_zeros(*lead, self.width).scatter(-1, idx, vals)
+            z_nov = _dense_code(vals, idx, self.width)
             pred_rec = z_pred @ self.D
             x_hat = (pred_rec + nov_rec + self.b) / self.scaling_factor
         else:
