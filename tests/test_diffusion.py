@@ -15,7 +15,6 @@ from iclr26.diffusion import (
     frechet_distance,
     gmm_sample,
     gmm_score,
-    hub_image_features,
     improved_precision_recall,
     make_schedule,
     memorized_fraction,
@@ -26,6 +25,7 @@ from iclr26.diffusion import (
     q_sample,
     score_loss,
 )
+from iclr26.hf import image_features
 
 
 def _gmm(K=3, d=2, scale=0.2, seed=0):  # noqa: N803
@@ -249,28 +249,28 @@ def tiny_dinov2(tmp_path_factory):
 def test_hub_image_features_loads_a_local_model(tiny_dinov2):
     g = torch.Generator().manual_seed(0)
     imgs = torch.rand(5, 3, 16, 16, generator=g) * 2 - 1  # [-1, 1], resized to the config's 32×32
-    f = hub_image_features(imgs, tiny_dinov2, batch_size=2)
+    f = image_features(imgs, tiny_dinov2, batch_size=2)
     assert f.shape == (5, 32) and f.dtype == torch.float32 and bool(torch.isfinite(f).all())
     # batching does not change the features; [0, 1] input with value_range=(0, 1) gives the same features
-    assert torch.allclose(f, hub_image_features(imgs, str(tiny_dinov2), batch_size=5), atol=1e-5)
-    assert torch.allclose(f, hub_image_features((imgs + 1) / 2, tiny_dinov2, value_range=(0, 1)), atol=1e-5)
+    assert torch.allclose(f, image_features(imgs, str(tiny_dinov2), batch_size=5), atol=1e-5)
+    assert torch.allclose(f, image_features((imgs + 1) / 2, tiny_dinov2, value_range=(0, 1)), atol=1e-5)
     # grayscale is repeated to RGB; an explicit image size is honoured (DINOv2 interpolates its position embeddings)
-    gray = hub_image_features(imgs[:, :1], tiny_dinov2)
-    assert torch.allclose(gray, hub_image_features(imgs[:, :1].expand(-1, 3, -1, -1), tiny_dinov2), atol=1e-5)
-    assert hub_image_features(imgs, tiny_dinov2, image_size=24).shape == (5, 32)
+    gray = image_features(imgs[:, :1], tiny_dinov2)
+    assert torch.allclose(gray, image_features(imgs[:, :1].expand(-1, 3, -1, -1), tiny_dinov2), atol=1e-5)
+    assert image_features(imgs, tiny_dinov2, image_size=24).shape == (5, 32)
 
 
 def test_hub_image_features_bad_input(tiny_dinov2):
     imgs = torch.zeros(2, 3, 8, 8)
     with pytest.raises(TypeError, match="images"):
-        hub_image_features(imgs.numpy(), tiny_dinov2)
+        image_features(imgs.numpy(), tiny_dinov2)
     with pytest.raises(ValueError, match="images"):
-        hub_image_features(torch.zeros(2, 2, 8, 8), tiny_dinov2)
+        image_features(torch.zeros(2, 2, 8, 8), tiny_dinov2)
     with pytest.raises(ValueError, match="images"):
-        hub_image_features(torch.zeros(3, 8, 8), tiny_dinov2)
+        image_features(torch.zeros(3, 8, 8), tiny_dinov2)
     with pytest.raises(TypeError, match="model_name_or_path"):
-        hub_image_features(imgs, 3)
+        image_features(imgs, 3)
     with pytest.raises(ValueError, match="batch_size"):
-        hub_image_features(imgs, tiny_dinov2, batch_size=0)
+        image_features(imgs, tiny_dinov2, batch_size=0)
     with pytest.raises(ValueError, match="value_range"):
-        hub_image_features(imgs, tiny_dinov2, value_range=(1, 0))
+        image_features(imgs, tiny_dinov2, value_range=(1, 0))

@@ -1,11 +1,11 @@
-"""Unit tests of iclr26.dit: patchify, timestep embedding, adaLN-Zero DiT, per-head gates."""
+"""Unit tests of iclr26.models: patchify, timestep embedding, adaLN-Zero DiT, per-head gates."""
 
 import copy
 
 import pytest
 import torch
 
-from iclr26.dit import GatedAttention, TinyDiT, gate_grads, patchify, timestep_embedding, unpatchify
+from iclr26.models import GatedAttention, TinyDiT, gate_grads, patchify, timestep_embedding, unpatchify
 
 
 def test_patchify_roundtrip_and_errors():

@@ -1,4 +1,4 @@
-"""Unit tests of iclr26.languages: the topic-switching language and its garden-path sentences."""
+"""Unit tests of iclr26.data: the topic-switching language and its garden-path sentences."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26.languages import TopicLanguage
+from iclr26.data import TopicLanguage
 
 
 def test_emission_rows_are_distributions_and_vocab_is_partitioned():

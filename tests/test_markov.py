@@ -1,4 +1,4 @@
-"""Tests of iclr26.markov: the Markov language and its exact entropy rate."""
+"""Tests of iclr26.data: the Markov language and its exact entropy rate."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26.markov import MarkovLanguage
+from iclr26.data import MarkovLanguage
 
 
 def test_table_stationary_and_entropy_are_consistent():

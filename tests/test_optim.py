@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from iclr26.nn import TinyTransformer, TransformerConfig
+from iclr26.models import TinyTransformer, TransformerConfig
 from iclr26.optim import (
     DEFAULTS,
     MATRIX_OPTIMIZERS,

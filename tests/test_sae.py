@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26.data import planted_slow_fast
+from iclr26.hf import residual_activations
 from iclr26.sae import (
     CodeAttention,
     ReLUSAE,
@@ -19,9 +21,7 @@ from iclr26.sae import (
     fit_sae,
     fit_temporal_sae,
     fvu,
-    hf_residual_activations,
     l0,
-    planted_slow_fast,
     scaling_factor,
     variance_explained,
 )
@@ -385,14 +385,14 @@ def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
     transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = torch.randint(0, 50, (3, 10))
-    acts = hf_residual_activations(model, ids, layer=1, batch_size=2)
+    acts = residual_activations(model, ids, layer=1, batch_size=2)
     assert acts.shape == (3, 10, 16) and acts.dtype == torch.float32
     tfa = TemporalSAE(16, 32, k=2, scaling_factor=scaling_factor(acts))
     assert tfa(acts)[0].shape == acts.shape
     with pytest.raises(ValueError, match="layer"):
-        hf_residual_activations(model, ids, layer=9)
+        residual_activations(model, ids, layer=9)
     with pytest.raises(ValueError, match="input_ids"):
-        hf_residual_activations(model, ids.float(), layer=1)
+        residual_activations(model, ids.float(), layer=1)
 
 
 # ------------------------------------------------------------------------------------------------ bad input

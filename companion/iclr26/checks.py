@@ -1,13 +1,120 @@
-"""Input checks shared by the companion's modules: one message shape for every bad argument."""
+"""Argument checks shared by every companion module, one rule per mistake (as scikit-learn's ``check_scalar`` does):
+
+* a value of the wrong **type** raises ``TypeError`` (a float where an int belongs, a string where a number belongs);
+* a value of the right type but out of range or not among the choices raises ``ValueError``;
+* every message names the argument: ``"k must be an int >= 1, got 0"``.
+
+Integers accept any ``numbers.Integral`` (``np.int64`` from a NumPy grid is an int) but never ``bool``; reals accept any
+``numbers.Real`` but never ``bool`` and never NaN. Randomness follows one convention: a ``seed`` argument is an int or a
+``np.random.Generator`` (:func:`as_generator`), and torch generators are derived from it (:func:`torch_generator`).
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["float_tensor"]
+__all__ = [
+    "check_int",
+    "check_float",
+    "check_prob",
+    "check_bool",
+    "check_choice",
+    "check_device",
+    "float_tensor",
+    "as_generator",
+    "torch_generator",
+]
+
+
+def _range_text(kind: str, low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    if low is not None and high is not None:
+        return f"{kind} in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{kind} {'>' if low_open else '>='} {low}"
+    if high is not None:
+        return f"{kind} {'<' if high_open else '<='} {high}"
+    return kind
+
+
+def check_int(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as a Python int, if it is an integer (not a bool) in ``[low, high]``; else raise naming ``name``."""
+    want = _range_text("an int", low, high, False, False)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be {want}, got {value}")
+    return value
+
+
+def check_float(
+    value: Any,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_inf: bool = False,
+) -> float:
+    """``value`` as a float, if it is a finite real number (not a bool) within the bounds; else raise naming ``name``.
+
+    ``low_open`` / ``high_open`` make a bound strict: ``check_float(lr, "lr", 0, low_open=True)`` asks for ``lr > 0``.
+    ``allow_inf`` lets ±inf through (still subject to the bounds); NaN is always refused.
+    """
+    want = _range_text("a number", low, high, low_open, high_open)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a finite {want.removeprefix('a ')}, got {value}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {want}, got {value}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {want}, got {value}")
+    return value
+
+
+def check_prob(value: Any, name: str) -> float:
+    """A probability in ``[0, 1]``."""
+    return check_float(value, name, 0.0, 1.0)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """A ``bool`` (``np.bool_`` too); ``0``/``1`` and strings are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``choices``; else ``ValueError`` listing them."""
+    choices = tuple(choices)
+    try:
+        ok = value in choices
+    except TypeError:  # unhashable or uncomparable
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_device(device: Any, name: str = "device") -> torch.device:
+    """A ``torch.device`` from a string (``"cpu"``, ``"cuda:0"``, …) or a device, else ``TypeError``/``ValueError``."""
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"{name} must be a str or torch.device, got {type(device).__name__}")
+    try:
+        return torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"{name} is not a device torch knows: {device!r} ({e})") from None
 
 
 def float_tensor(
@@ -37,3 +144,27 @@ def float_tensor(
     if last is not None and (x.ndim == 0 or x.shape[-1] != last):
         raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
     return x
+
+
+def as_generator(seed: Any, name: str = "seed") -> np.random.Generator:
+    """The NumPy generator for ``seed``: a non-negative int seeds a new one; a ``np.random.Generator`` is used as is
+    (so a caller can thread one generator through several calls)."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= 0 or a numpy.random.Generator, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"{name} must be an int >= 0 or a numpy.random.Generator, got {seed}")
+    return np.random.default_rng(int(seed))
+
+
+def torch_generator(seed: Any, device: Any = "cpu", name: str = "seed") -> torch.Generator:
+    """A ``torch.Generator`` on ``device`` derived from ``seed`` (an int, or a ``np.random.Generator`` that is advanced
+    by one draw), so NumPy and torch randomness in one call come from the same seed."""
+    if isinstance(seed, np.random.Generator):
+        value = int(seed.integers(2**63 - 1))
+    else:
+        value = check_int(seed, name, low=0)
+    gen = torch.Generator(device=check_device(device))
+    gen.manual_seed(value)
+    return gen

@@ -21,7 +21,8 @@ penalty by the row norms (``decoder_norm="free"``, scale-invariant). :class:`Tem
 code: a tied dictionary ``D`` with free norms and a fixed encoder scale ``lam = 1 / (4 d_in)``.
 
 The real-model path (``paper`` scale) reads residual activations of a transformers causal LM with
-:func:`hf_residual_activations`, and :meth:`TemporalSAE.from_official` loads a released TFA checkpoint.
+:func:`iclr26.hf.residual_activations`, and :meth:`TemporalSAE.from_official` loads a released TFA checkpoint; planted
+temporal data come from :func:`iclr26.data.planted_slow_fast`.
 """
 
 from __future__ import annotations
@@ -56,9 +57,6 @@ __all__ = [
     "dictionary_recovery",
     "cosine_gram",
     "block_contrast",
-    "PlantedSlowFast",
-    "planted_slow_fast",
-    "hf_residual_activations",
 ]
 
 
@@ -754,114 +752,3 @@ def block_contrast(gram: Any, segments: Any) -> float:
     if not (same & off).any() or not (~same).any():
         raise ValueError("segments must contain at least two segments and one segment of length >= 2")
     return float(gram[same & off].mean() - gram[~same].mean())
-
-
-# ------------------------------------------------------------------------------------------------ planted data
-@dataclass(frozen=True)
-class PlantedSlowFast:
-    """Sequences ``x = slow + fast + noise`` with their ground truth (see :func:`planted_slow_fast`)."""
-
-    x: torch.Tensor  # (n_seq, T, d)
-    slow: torch.Tensor  # (n_seq, T, d)
-    fast: torch.Tensor  # (n_seq, T, d)
-    topic: torch.Tensor  # (n_seq, T) long: the current topic
-    boundary: torch.Tensor  # (n_seq, T) bool: the topic changed at this step
-    fast_coef: torch.Tensor  # (n_seq, T, n_fast): ground-truth fast coefficients
-    slow_atoms: torch.Tensor  # (n_slow, d)
-    fast_atoms: torch.Tensor  # (n_fast, d)
-    topic_atoms: torch.Tensor  # (n_topics, atoms_per_topic) long: which slow atoms make up each topic
-
-
-def planted_slow_fast(
-    n_seq: int,
-    seq_len: int,
-    d: int,
-    *,
-    n_topics: int = 8,
-    n_slow: int = 16,
-    atoms_per_topic: int = 3,
-    n_fast: int = 64,
-    k_fast: int = 3,
-    switch_prob: float = 1 / 16,
-    slow_scale: float = 1.0,
-    fast_scale: float = 1.0,
-    noise: float = 0.05,
-    seed: int = 0,
-) -> PlantedSlowFast:
-    """Planted temporal data: a slow topic component that switches at random plus fast i.i.d. sparse atoms.
-
-    The topic (one of ``n_topics``, each the sum of ``atoms_per_topic`` unit slow atoms with coefficients drawn once
-    per segment from U(0.5, 1.5) times ``slow_scale``) switches to a different topic with probability ``switch_prob``
-    per step; each step also adds ``k_fast`` of ``n_fast`` unit fast atoms with coefficients U(0.5, 1.5) times
-    ``fast_scale``, and Gaussian noise of standard deviation ``noise`` per coordinate.
-    """
-    n_seq, seq_len, d = _check_int(n_seq, "n_seq"), _check_int(seq_len, "seq_len", 2), _check_int(d, "d")
-    n_topics, n_slow = _check_int(n_topics, "n_topics", 2), _check_int(n_slow, "n_slow")
-    atoms_per_topic = _check_int(atoms_per_topic, "atoms_per_topic")
-    n_fast, k_fast = _check_int(n_fast, "n_fast"), _check_int(k_fast, "k_fast")
-    if atoms_per_topic > n_slow:
-        raise ValueError(f"atoms_per_topic must be <= n_slow={n_slow}, got {atoms_per_topic}")
-    if k_fast > n_fast:
-        raise ValueError(f"k_fast must be <= n_fast={n_fast}, got {k_fast}")
-    switch_prob = _check_float(switch_prob, "switch_prob")
-    if switch_prob > 1:
-        raise ValueError(f"switch_prob must be in [0, 1], got {switch_prob}")
-    slow_scale = _check_float(slow_scale, "slow_scale")
-    fast_scale = _check_float(fast_scale, "fast_scale")
-    noise = _check_float(noise, "noise")
-    rng = np.random.default_rng(seed)
-
-    def unit_rows(n: int) -> np.ndarray:
-        a = rng.standard_normal((n, d))
-        return a / np.linalg.norm(a, axis=1, keepdims=True)
-
-    slow_atoms, fast_atoms = unit_rows(n_slow), unit_rows(n_fast)
-    topic_atoms = np.stack([rng.choice(n_slow, atoms_per_topic, replace=False) for _ in range(n_topics)])
-    topic = np.zeros((n_seq, seq_len), dtype=np.int64)
-    boundary = np.zeros((n_seq, seq_len), dtype=bool)
-    slow_coef = np.zeros((n_seq, seq_len, n_slow))
-    for s in range(n_seq):
-        cur = rng.integers(n_topics)
-        coef = rng.uniform(0.5, 1.5, atoms_per_topic) * slow_scale
-        for t in range(seq_len):
-            if t > 0 and rng.random() < switch_prob:
-                cur = (cur + rng.integers(1, n_topics)) % n_topics
-                coef = rng.uniform(0.5, 1.5, atoms_per_topic) * slow_scale
-                boundary[s, t] = True
-            topic[s, t] = cur
-            slow_coef[s, t, topic_atoms[cur]] = coef
-    fast_coef = np.zeros((n_seq, seq_len, n_fast))
-    idx = np.argsort(rng.random((n_seq, seq_len, n_fast)), axis=-1)[..., :k_fast]
-    np.put_along_axis(fast_coef, idx, rng.uniform(0.5, 1.5, (n_seq, seq_len, k_fast)) * fast_scale, axis=-1)
-    slow = slow_coef @ slow_atoms
-    fast = fast_coef @ fast_atoms
-    x = slow + fast + noise * rng.standard_normal((n_seq, seq_len, d))
-    f32 = lambda a: torch.tensor(a, dtype=torch.float32)
-    return PlantedSlowFast(x=f32(x), slow=f32(slow), fast=f32(fast), topic=torch.tensor(topic),
-                           boundary=torch.tensor(boundary), fast_coef=f32(fast_coef), slow_atoms=f32(slow_atoms),
-                           fast_atoms=f32(fast_atoms), topic_atoms=torch.tensor(topic_atoms))
-
-
-# ------------------------------------------------------------------------------------------------ real models
-def hf_residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int = 8) -> torch.Tensor:
-    """Residual-stream activations of a transformers causal LM after block ``layer`` (``hidden_states[layer]``,
-    where 0 is the embedding output) for ``input_ids`` of shape ``(n_seq, T)``; returns float32 on the CPU."""
-    if not hasattr(model, "config") or not callable(model):
-        raise TypeError(f"model must be a transformers model, got {type(model).__name__}")
-    if isinstance(input_ids, np.ndarray):
-        input_ids = torch.from_numpy(input_ids)
-    if not torch.is_tensor(input_ids) or input_ids.dtype not in (torch.int64, torch.int32) or input_ids.ndim != 2:
-        raise ValueError("input_ids must be an integer tensor of shape (n_seq, T)")
-    n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", -1)))
-    layer = _check_int(layer, "layer", 0)
-    if n_layers >= 0 and layer > n_layers:
-        raise ValueError(f"layer must be in [0, {n_layers}], got {layer}")
-    batch_size = _check_int(batch_size, "batch_size")
-    device = next(model.parameters()).device
-    outs = []
-    with torch.no_grad():
-        for i in range(0, input_ids.shape[0], batch_size):
-            ids = input_ids[i : i + batch_size].long().to(device)
-            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
-            outs.append(hs[layer].float().cpu())
-    return torch.cat(outs)

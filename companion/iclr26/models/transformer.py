@@ -1,4 +1,4 @@
-"""A tiny transformer with named hook points, and a plain MLP.
+"""A tiny transformer with named hook points.
 
 minGPT-style: one config dataclass, one model, forward passes that read like the math. Every intermediate that
 interpretability work looks at passes through a named :class:`HookPoint` (TransformerLens-style names)::
@@ -37,12 +37,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["TransformerConfig", "TinyTransformer", "MLP", "HookPoint", "ACTIVATIONS"]
+from iclr26.hooks import HookFn, HookPoint
+
+__all__ = ["TransformerConfig", "TinyTransformer", "Attention", "MLPBlock", "Block", "ACTIVATIONS"]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
-
-HookFn = Callable[[torch.Tensor, str], "torch.Tensor | None"]
-
 
 # ------------------------------------------------------------------------------------------------ config
 @dataclass
@@ -100,34 +99,6 @@ class TransformerConfig:
             isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or self.init_std <= 0
         ):
             raise ValueError(f"TransformerConfig.init_std must be a positive number or None, got {self.init_std!r}")
-
-
-# ------------------------------------------------------------------------------------------------ hooks
-class HookPoint(nn.Module):
-    """Identity with a name. The owning :class:`TinyTransformer` sets ``fn`` (patch) and ``cache`` (record)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.fn: HookFn | None = None
-        self.cache: dict[str, torch.Tensor] | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fn is not None:
-            out = self.fn(x, self.name)
-            if out is not None:
-                if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-                    raise ValueError(
-                        f"hook on {self.name!r} must return None or a tensor of shape {tuple(x.shape)}, "
-                        f"got {getattr(out, 'shape', type(out).__name__)}"
-                    )
-                x = out
-        if self.cache is not None:
-            self.cache[self.name] = x.detach()
-        return x
-
-    def extra_repr(self) -> str:
-        return repr(self.name)
 
 
 def _init_(weight: torch.Tensor, fan_in: int, std: float | None) -> None:
@@ -387,47 +358,3 @@ class TinyTransformer(nn.Module):
             x = block(x, allowed, last_only and i == len(self.blocks) - 1)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)
-
-
-# ------------------------------------------------------------------------------------------------ plain MLP
-class MLP(nn.Module):
-    """A plain MLP ``sizes=[d_in, h1, ..., d_out]``: Linear, act, ..., Linear (no activation after the last layer).
-
-    ``run_with_cache(x)`` also returns ``{"layers.{i}.pre": ..., "layers.{i}.post": ...}`` for every hidden layer i.
-    """
-
-    def __init__(self, sizes: Sequence[int], act: str = "relu", bias: bool = True) -> None:
-        super().__init__()
-        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2:
-            raise ValueError(f"sizes must be a list [d_in, ..., d_out] of at least two positive ints, got {sizes!r}")
-        if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 for n in sizes):
-            raise ValueError(f"sizes must contain positive ints only, got {list(sizes)}")
-        if act not in ACTIVATIONS:
-            raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {act!r}")
-        if not isinstance(bias, bool):
-            raise ValueError(f"bias must be a bool, got {bias!r}")
-        self.sizes = list(sizes)
-        self.act = ACTIVATIONS[act]
-        self.layers = nn.ModuleList([nn.Linear(i, o, bias=bias) for i, o in zip(self.sizes[:-1], self.sizes[1:])])
-
-    def _forward(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError("x must be a floating-point tensor")
-        if x.shape[-1] != self.sizes[0]:
-            raise ValueError(f"x must have last dimension {self.sizes[0]}, got shape {tuple(x.shape)}")
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i < len(self.layers) - 1:
-                if cache is not None:
-                    cache[f"layers.{i}.pre"] = x.detach()
-                x = self.act(x)
-                if cache is not None:
-                    cache[f"layers.{i}.post"] = x.detach()
-        return x
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._forward(x, None)
-
-    def run_with_cache(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        cache: dict[str, torch.Tensor] = {}
-        return self._forward(x, cache), cache

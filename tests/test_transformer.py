@@ -1,9 +1,9 @@
-"""Unit tests of iclr26.nn (fast: tiny models only)."""
+"""Unit tests of iclr26.models (fast: tiny models only)."""
 
 import pytest
 import torch
 
-from iclr26.nn import MLP, TinyTransformer, TransformerConfig
+from iclr26.models import MLP, TinyTransformer, TransformerConfig
 
 
 def tiny(**kw) -> TinyTransformer:

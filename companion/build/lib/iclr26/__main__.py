@@ -1,0 +1,5 @@
+import sys
+
+from iclr26.cli import main
+
+sys.exit(main())

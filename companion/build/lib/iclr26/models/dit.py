@@ -1,0 +1,222 @@
+"""A tiny Diffusion Transformer (DiT, Peebles & Xie 2023) with a gate on every attention head.
+
+    model = TinyDiT(img_size=8, patch=2, in_channels=1, dim=64, depth=4, heads=4)
+    eps = model(x_k, k)                       # x_k: (B, C, H, W), k: (B,) timesteps (int or float)
+
+The pieces read as in the DiT paper: :func:`patchify` → linear patch embedding + fixed 2-D sin-cos positions;
+:func:`timestep_embedding` → MLP → conditioning vector ``c``; ``depth`` :class:`DiTBlock` s with **adaLN-Zero**
+(``c`` regresses shift/scale/gate of both sub-layers, initialised to zero so each block starts as the identity);
+a final adaLN layer and :func:`unpatchify`.
+
+Each :class:`GatedAttention` multiplies head ``h``'s output by ``gate[h]`` (a buffer, 1 by default) before the output
+projection. Setting a gate to 0 removes that head exactly; :func:`gate_grads` makes the gates differentiable for one
+backward pass so ``|∂L/∂ξ_h|`` gives a head-importance score (used for memorisation-reducing head pruning).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+__all__ = ["patchify", "unpatchify", "timestep_embedding", "GatedAttention", "DiTBlock", "TinyDiT", "gate_grads"]
+
+
+def _check_pos_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
+    """``(B, C, H, W)`` → ``(B, (H/p)(W/p), p·p·C)`` tokens, row-major over patches."""
+    if not isinstance(x, torch.Tensor) or x.ndim != 4:
+        raise ValueError(f"x must be a (B, C, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
+    p = _check_pos_int(patch, "patch")
+    B, C, H, W = x.shape  # noqa: N806
+    if H % p or W % p:
+        raise ValueError(f"patch={p} must divide the image size {H}×{W}")
+    x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, (H // p) * (W // p), p * p * C)
+
+
+def unpatchify(tokens: torch.Tensor, patch: int, channels: int, height: int, width: int) -> torch.Tensor:
+    """Inverse of :func:`patchify`: ``(B, N, p·p·C)`` → ``(B, C, H, W)``."""
+    p = _check_pos_int(patch, "patch")
+    for name, v in (("channels", channels), ("height", height), ("width", width)):
+        _check_pos_int(v, name)
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 3:
+        raise ValueError("tokens must be a (B, N, p·p·C) tensor")
+    hp, wp = height // p, width // p
+    if tokens.shape[1] != hp * wp or tokens.shape[2] != p * p * channels:
+        raise ValueError(f"tokens must have shape (B, {hp * wp}, {p * p * channels}), got {tuple(tokens.shape)}")
+    x = tokens.reshape(tokens.shape[0], hp, wp, p, p, channels).permute(0, 5, 1, 3, 2, 4)
+    return x.reshape(tokens.shape[0], channels, height, width)
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal embedding of (possibly fractional) timesteps ``t`` (shape ``(B,)``) → ``(B, dim)``."""
+    if not isinstance(t, torch.Tensor) or t.ndim != 1:
+        raise ValueError(f"t must be a 1-D tensor of timesteps, got {getattr(t, 'shape', type(t).__name__)}")
+    dim = _check_pos_int(dim, "dim")
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = t.float()[:, None] * freqs[None]
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        emb = torch.cat([emb, torch.zeros_like(emb[:, :1])], dim=-1)
+    return emb
+
+
+def _sincos_2d(dim: int, grid: int) -> torch.Tensor:
+    """Fixed 2-D sin-cos positional embedding, ``(grid², dim)`` (dim divisible by 4)."""
+    if dim % 4:
+        raise ValueError(f"dim must be divisible by 4 for 2-D sin-cos positions, got {dim}")
+    q = dim // 4
+    omega = 1.0 / 10000 ** (torch.arange(q, dtype=torch.float64) / q)
+    axis = torch.arange(grid, dtype=torch.float64)
+    ys, xs = torch.meshgrid(axis, axis, indexing="ij")
+    out = []
+    for pos in (ys.reshape(-1), xs.reshape(-1)):
+        a = pos[:, None] * omega[None]
+        out += [torch.sin(a), torch.cos(a)]
+    return torch.cat(out, dim=1).float()
+
+
+def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale[:, None]) + shift[:, None]
+
+
+class GatedAttention(nn.Module):
+    """Multi-head self-attention whose per-head outputs are multiplied by ``gate`` (shape ``(heads,)``)."""
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        _check_pos_int(dim, "dim")
+        _check_pos_int(heads, "heads")
+        if dim % heads:
+            raise ValueError(f"heads={heads} must divide dim={dim}")
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("gate", torch.ones(heads))
+        self.last_head_out: torch.Tensor | None = None  # (B, heads, N, head_dim) after gating, for inspection
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, D = x.shape  # noqa: N806
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=-1)
+        heads = (att @ v) * self.gate.to(x.dtype)[None, :, None, None]  # ξ_h · head_h
+        self.last_head_out = heads.detach()
+        return self.proj(heads.transpose(1, 2).reshape(B, N, D))
+
+
+class DiTBlock(nn.Module):
+    """A DiT block with adaLN-Zero conditioning: ``x + g₁·Attn(mod(LN x)) ; x + g₂·MLP(mod(LN x))``."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = GatedAttention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        hidden = int(dim * mlp_ratio)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, dim))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
+        nn.init.zeros_(self.ada[1].weight)
+        nn.init.zeros_(self.ada[1].bias)
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        s1, sc1, g1, s2, sc2, g2 = self.ada(c).chunk(6, dim=-1)
+        x = x + g1[:, None] * self.attn(_modulate(self.norm1(x), s1, sc1))
+        return x + g2[:, None] * self.mlp(_modulate(self.norm2(x), s2, sc2))
+
+
+class TinyDiT(nn.Module):
+    """A small DiT predicting the noise ε of ``(B, C, H, W)`` images at timesteps ``t`` (shape ``(B,)``)."""
+
+    def __init__(
+        self,
+        img_size: int = 8,
+        patch: int = 2,
+        in_channels: int = 1,
+        dim: int = 64,
+        depth: int = 4,
+        heads: int = 4,
+        mlp_ratio: float = 4.0,
+    ) -> None:
+        super().__init__()
+        for name, v in (("img_size", img_size), ("patch", patch), ("in_channels", in_channels), ("dim", dim),
+                        ("depth", depth), ("heads", heads)):
+            _check_pos_int(v, name)
+        if img_size % patch:
+            raise ValueError(f"patch={patch} must divide img_size={img_size}")
+        if not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
+            raise ValueError(f"mlp_ratio must be a positive number, got {mlp_ratio!r}")
+        self.img_size, self.patch, self.in_channels, self.dim = img_size, patch, in_channels, dim
+        self.depth, self.heads = depth, heads
+        grid = img_size // patch
+        self.embed = nn.Linear(patch * patch * in_channels, dim)
+        self.register_buffer("pos", _sincos_2d(dim, grid)[None], persistent=False)
+        self.t_mlp = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.blocks = nn.ModuleList(DiTBlock(dim, heads, mlp_ratio) for _ in range(depth))
+        self.final_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.final_ada = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
+        self.final = nn.Linear(dim, patch * patch * in_channels)
+        for m in (self.final_ada[1], self.final):
+            nn.init.zeros_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    # -------------------------------------------------------------------------------------- gates
+    @property
+    def gates(self) -> torch.Tensor:
+        """The current gates as a ``(depth, heads)`` tensor (a copy)."""
+        return torch.stack([b.attn.gate.detach().clone() for b in self.blocks])
+
+    def set_gates(self, gates: torch.Tensor) -> None:
+        """Set all gates from a ``(depth, heads)`` tensor (0 removes a head, 1 keeps it)."""
+        if not isinstance(gates, torch.Tensor) or tuple(gates.shape) != (self.depth, self.heads):
+            raise ValueError(f"gates must be a tensor of shape ({self.depth}, {self.heads})")
+        for b, g in zip(self.blocks, gates):
+            b.attn.gate = g.detach().to(b.attn.gate.device, b.attn.gate.dtype).clone()
+
+    # -------------------------------------------------------------------------------------- forward
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or x.ndim != 4:
+            raise ValueError(f"x must be a (B, C, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
+        if tuple(x.shape[1:]) != (self.in_channels, self.img_size, self.img_size):
+            raise ValueError(
+                f"x must have shape (B, {self.in_channels}, {self.img_size}, {self.img_size}), got {tuple(x.shape)}"
+            )
+        if not isinstance(t, torch.Tensor) or t.shape != (x.shape[0],):
+            raise ValueError(f"t must be a tensor of shape ({x.shape[0]},)")
+        h = self.embed(patchify(x, self.patch)) + self.pos
+        c = self.t_mlp(timestep_embedding(t, self.dim).to(h.dtype))
+        for block in self.blocks:
+            h = block(h, c)
+        shift, scale = self.final_ada(c).chunk(2, dim=-1)
+        out = self.final(_modulate(self.final_norm(h), shift, scale))
+        return unpatchify(out, self.patch, self.in_channels, self.img_size, self.img_size)
+
+
+@contextmanager
+def gate_grads(model: TinyDiT) -> Iterator[list[torch.Tensor]]:
+    """Within the block, every gate is a leaf tensor with ``requires_grad``; yields them (one ``(heads,)`` per layer).
+
+    After ``loss.backward()`` inside the block, ``gates[l].grad[h]`` is ``∂L/∂ξ_{l,h}``. On exit the gates are
+    restored as plain buffers with their values unchanged.
+    """
+    if not isinstance(model, TinyDiT):
+        raise TypeError(f"model must be a TinyDiT, got {type(model).__name__}")
+    leaves = []
+    for b in model.blocks:
+        g = b.attn.gate.detach().clone().requires_grad_(True)
+        b.attn.gate = g
+        leaves.append(g)
+    try:
+        yield leaves
+    finally:
+        for b, g in zip(model.blocks, leaves):
+            b.attn.gate = g.detach().clone()

@@ -1,0 +1,360 @@
+"""A tiny transformer with named hook points.
+
+minGPT-style: one config dataclass, one model, forward passes that read like the math. Every intermediate that
+interpretability work looks at passes through a named :class:`HookPoint` (TransformerLens-style names)::
+
+    cfg = TransformerConfig(vocab_size=113, n_ctx=3, d_model=128, n_heads=4, attn_alpha=0.0, layernorm=False)
+    model = TinyTransformer(cfg)
+    logits = model(tokens)                                   # (batch, seq) -> (batch, seq, vocab)
+    logits = model(embeds=x)                                 # (batch, seq, d_model), skipping the token embedding
+    last = model(tokens, last_only=True)                     # (batch, 1, vocab): read-out position only, less work
+    logits, cache = model.run_with_cache(tokens)             # cache["blocks.0.mlp.pre"]: (batch, seq, d_mlp)
+    with model.hooks({"blocks.0.mlp.post": lambda t, name: 0 * t}):   # patch / ablate / steer
+        ablated = model(tokens)
+
+Hook names: ``embed``, ``pos_embed``, ``blocks.{l}.resid_pre``, ``blocks.{l}.attn.scores`` (b, h, q, k; scaled,
+masked, before the softmax), ``blocks.{l}.attn.pattern`` (b, h, q, k; after the α-mixing), ``blocks.{l}.attn.head_out``
+(b, s, h, d_model; what each head writes into the residual stream), ``blocks.{l}.attn_out``, ``blocks.{l}.resid_mid``,
+``blocks.{l}.mlp.pre``, ``blocks.{l}.mlp.post`` (b, s, d_mlp), ``blocks.{l}.mlp_out``, ``blocks.{l}.resid_post``,
+``final_resid``.
+
+Attention mixes a learned pattern with a constant one (the "Clock and Pizza" knob of Zhong et al., 2023)::
+
+    A = α · softmax(Q Kᵀ / √d_head) + (1 − α) · U
+
+where U is uniform over the allowed keys (``attn_uniform="mean"``, rows sum to 1) or the all-ones matrix of Zhong et
+al.'s code (``attn_uniform="ones"``, allowed entries equal 1). α = 1 is ordinary attention; α = 0 is constant attention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from iclr26.hooks import HookFn, HookPoint
+
+__all__ = ["TransformerConfig", "TinyTransformer", "Attention", "MLPBlock", "Block", "ACTIVATIONS"]
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+# ------------------------------------------------------------------------------------------------ config
+@dataclass
+class TransformerConfig:
+    """Sizes and switches of :class:`TinyTransformer`. Bad values raise ``ValueError`` naming the field."""
+
+    vocab_size: int
+    n_ctx: int
+    d_model: int = 128
+    n_layers: int = 1
+    n_heads: int = 4
+    d_head: int | None = None  # default d_model // n_heads
+    d_mlp: int = 512
+    act: str = "relu"  # "relu" | "gelu"
+    attn_alpha: float = 1.0  # A = alpha * softmax + (1 - alpha) * uniform
+    layernorm: bool = True  # False: no LayerNorm anywhere (the Clock/Pizza setting)
+    causal: bool = True  # False: every query sees every key
+    positional: str = "learned"  # "learned" | "none"
+    tie_embeddings: bool = False
+    unembed_bias: bool = False
+    # --- optional extras (defaults keep the behaviour above) ---
+    attn_uniform: str = "mean"  # "mean": U rows sum to 1 over allowed keys; "ones": allowed entries = 1 (Zhong)
+    attn_bias: bool = False  # biases on W_Q, W_K, W_V, W_O
+    init_std: float | None = None  # None: N(0, 1/fan_in) for every matrix; a float: N(0, init_std²) everywhere
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "d_mlp"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"TransformerConfig.{name} must be a positive int, got {v!r}")
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"TransformerConfig.d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                    "set d_head explicitly"
+                )
+            self.d_head = self.d_model // self.n_heads
+        if isinstance(self.d_head, bool) or not isinstance(self.d_head, int) or self.d_head <= 0:
+            raise ValueError(f"TransformerConfig.d_head must be a positive int or None, got {self.d_head!r}")
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"TransformerConfig.act must be one of {sorted(ACTIVATIONS)}, got {self.act!r}")
+        if isinstance(self.attn_alpha, bool) or not isinstance(self.attn_alpha, (int, float)):
+            raise ValueError(f"TransformerConfig.attn_alpha must be a number in [0, 1], got {self.attn_alpha!r}")
+        if not 0.0 <= float(self.attn_alpha) <= 1.0:
+            raise ValueError(f"TransformerConfig.attn_alpha must be in [0, 1], got {self.attn_alpha!r}")
+        self.attn_alpha = float(self.attn_alpha)
+        if self.positional not in ("learned", "none"):
+            raise ValueError(f"TransformerConfig.positional must be 'learned' or 'none', got {self.positional!r}")
+        if self.attn_uniform not in ("mean", "ones"):
+            raise ValueError(f"TransformerConfig.attn_uniform must be 'mean' or 'ones', got {self.attn_uniform!r}")
+        for name in ("layernorm", "causal", "tie_embeddings", "unembed_bias", "attn_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"TransformerConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.init_std is not None and (
+            isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or self.init_std <= 0
+        ):
+            raise ValueError(f"TransformerConfig.init_std must be a positive number or None, got {self.init_std!r}")
+
+
+def _init_(weight: torch.Tensor, fan_in: int, std: float | None) -> None:
+    nn.init.normal_(weight, mean=0.0, std=std if std is not None else 1.0 / math.sqrt(fan_in))
+
+
+# ------------------------------------------------------------------------------------------------ blocks
+class Attention(nn.Module):
+    """Multi-head attention with α-mixing between the softmax pattern and a constant (uniform) pattern."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h, dh, d = cfg.n_heads, cfg.d_head, cfg.d_model
+        self.W_Q = nn.Linear(d, h * dh, bias=cfg.attn_bias)
+        self.W_K = nn.Linear(d, h * dh, bias=cfg.attn_bias)
+        self.W_V = nn.Linear(d, h * dh, bias=cfg.attn_bias)
+        self.W_O = nn.Linear(h * dh, d, bias=cfg.attn_bias)
+        for lin, fan_in in ((self.W_Q, d), (self.W_K, d), (self.W_V, d), (self.W_O, d)):
+            _init_(lin.weight, fan_in, cfg.init_std)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
+        p = f"blocks.{layer}.attn."
+        self.hook_scores = HookPoint(p + "scores")
+        self.hook_pattern = HookPoint(p + "pattern")
+        self.hook_head_out = HookPoint(p + "head_out")
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """x: (b, s, d_model); allowed: bool (b or 1, 1, s, s), True where query q may attend to key k.
+
+        ``last_only``: only the last position queries (every position is still a key): returns (b, 1, d_model).
+        """
+        b, s, _ = x.shape
+        h, dh = self.cfg.n_heads, self.cfg.d_head
+        xq = x[:, -1:].contiguous() if last_only else x
+        if last_only:
+            allowed = allowed[..., -1:, :]
+        sq = xq.shape[1]
+        q = self.W_Q(xq).view(b, sq, h, dh).transpose(1, 2)  # (b, h, sq, dh)
+        k = self.W_K(x).view(b, s, h, dh).transpose(1, 2)  # (b, h, s, dh)
+        v = self.W_V(x).view(b, s, h, dh).transpose(1, 2)
+
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (b, h, q, k)
+        scores = self.hook_scores(scores.masked_fill(~allowed, float("-inf")))
+        alpha = self.cfg.attn_alpha
+        uniform = allowed.to(x.dtype).expand(b, h, sq, s)
+        if self.cfg.attn_uniform == "mean":
+            uniform = uniform / uniform.sum(-1, keepdim=True).clamp_min(1.0)
+        if alpha == 1.0:
+            pattern = torch.softmax(scores, dim=-1)
+        elif alpha == 0.0:
+            pattern = uniform
+        else:
+            pattern = alpha * torch.softmax(scores, dim=-1) + (1.0 - alpha) * uniform
+        pattern = self.hook_pattern(torch.nan_to_num(pattern))  # a query with no allowed key reads nothing
+
+        z = pattern @ v  # (b, h, q, dh)
+        W_O = self.W_O.weight.view(self.cfg.d_model, h, dh)  # (d_model, h, dh)
+        head_out = self.hook_head_out(torch.einsum("bhqe,dhe->bqhd", z, W_O))  # (b, sq, h, d_model)
+        out = head_out.sum(dim=2)
+        if self.W_O.bias is not None:
+            out = out + self.W_O.bias
+        return out
+
+
+class MLPBlock(nn.Module):
+    """The transformer's feed-forward layer: W_out · act(W_in · x + b_in) + b_out."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        super().__init__()
+        self.W_in = nn.Linear(cfg.d_model, cfg.d_mlp)
+        self.W_out = nn.Linear(cfg.d_mlp, cfg.d_model)
+        _init_(self.W_in.weight, cfg.d_model, cfg.init_std)
+        _init_(self.W_out.weight, cfg.d_mlp, cfg.init_std)
+        nn.init.zeros_(self.W_in.bias)
+        nn.init.zeros_(self.W_out.bias)
+        self.act = ACTIVATIONS[cfg.act]
+        self.hook_pre = HookPoint(f"blocks.{layer}.mlp.pre")
+        self.hook_post = HookPoint(f"blocks.{layer}.mlp.post")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pre = self.hook_pre(self.W_in(x))
+        post = self.hook_post(self.act(pre))
+        return self.W_out(post)
+
+
+class Block(nn.Module):
+    """Pre-LN residual block: x + attn(ln1(x)), then + mlp(ln2(x)). LayerNorms are identities when switched off."""
+
+    def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
+        self.ln2 = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
+        self.attn = Attention(cfg, layer)
+        self.mlp = MLPBlock(cfg, layer)
+        p = f"blocks.{layer}."
+        self.hook_resid_pre = HookPoint(p + "resid_pre")
+        self.hook_attn_out = HookPoint(p + "attn_out")
+        self.hook_resid_mid = HookPoint(p + "resid_mid")
+        self.hook_mlp_out = HookPoint(p + "mlp_out")
+        self.hook_resid_post = HookPoint(p + "resid_post")
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """``last_only``: compute the block's output at the last position only, (b, 1, d_model)."""
+        x = self.hook_resid_pre(x)
+        attn_out = self.hook_attn_out(self.attn(self.ln1(x), allowed, last_only))
+        x = self.hook_resid_mid((x[:, -1:] if last_only else x) + attn_out)
+        x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
+        return x
+
+
+# ------------------------------------------------------------------------------------------------ model
+class TinyTransformer(nn.Module):
+    """A small decoder (or encoder, ``causal=False``) transformer with named hook points; see the module docstring."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.W_E = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        _init_(self.W_E.weight, cfg.d_model, cfg.init_std)
+        if cfg.positional == "learned":
+            self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+            _init_(self.W_pos, cfg.d_model, cfg.init_std)
+        else:
+            self.register_parameter("W_pos", None)
+        self.blocks = nn.ModuleList([Block(cfg, layer) for layer in range(cfg.n_layers)])
+        self.ln_final = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
+        self.W_U = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.unembed_bias)
+        if cfg.tie_embeddings:
+            self.W_U.weight = self.W_E.weight
+        else:
+            _init_(self.W_U.weight, cfg.d_model, cfg.init_std)
+        if self.W_U.bias is not None:
+            nn.init.zeros_(self.W_U.bias)
+        self.hook_embed = HookPoint("embed")
+        self.hook_pos_embed = HookPoint("pos_embed")
+        self.hook_final_resid = HookPoint("final_resid")
+        self.register_buffer("causal_mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)), False)
+        self._hook_points: dict[str, HookPoint] = {m.name: m for m in self.modules() if isinstance(m, HookPoint)}
+
+    # -------------------------------------------------------------------------------------------- hooks API
+    @property
+    def hook_names(self) -> list[str]:
+        """All hook names, in the order a forward pass reaches them."""
+        order = ["embed", "pos_embed"]
+        for layer in range(self.cfg.n_layers):
+            p = f"blocks.{layer}."
+            order += [p + n for n in ("resid_pre", "attn.scores", "attn.pattern", "attn.head_out", "attn_out",
+                                      "resid_mid", "mlp.pre", "mlp.post", "mlp_out", "resid_post")]
+        return order + ["final_resid"]
+
+    def _check_names(self, names: Sequence[str] | Mapping[str, object], what: str) -> list[str]:
+        names = list(names)
+        unknown = [n for n in names if n not in self._hook_points]
+        if unknown:
+            raise ValueError(f"{what}: unknown hook name(s) {unknown}; valid names are {self.hook_names}")
+        return names
+
+    @contextmanager
+    def hooks(self, fns: Mapping[str, HookFn]) -> Iterator[TinyTransformer]:
+        """Within the block, ``fns[name](tensor, name)`` runs at hook ``name``; a returned tensor replaces the value."""
+        if not isinstance(fns, Mapping):
+            raise TypeError(f"fns must be a dict hook name -> fn(tensor, name), got {type(fns).__name__}")
+        self._check_names(fns, "fns")
+        for name, fn in fns.items():
+            if not callable(fn):
+                raise TypeError(f"fns[{name!r}] must be callable fn(tensor, name), got {type(fn).__name__}")
+        previous = {name: self._hook_points[name].fn for name in fns}
+        try:
+            for name, fn in fns.items():
+                self._hook_points[name].fn = fn
+            yield self
+        finally:
+            for name, fn in previous.items():
+                self._hook_points[name].fn = fn
+
+    def run_with_cache(
+        self,
+        tokens: torch.Tensor | None = None,
+        *,
+        embeds: torch.Tensor | None = None,
+        names: Sequence[str] | None = None,
+        attn_mask: torch.Tensor | None = None,
+        last_only: bool = False,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Forward pass that also returns ``{hook name: detached tensor}`` for ``names`` (default: every hook)."""
+        if isinstance(names, str):
+            raise TypeError("names must be a list of hook names, not a single string")
+        wanted = self.hook_names if names is None else self._check_names(names, "names")
+        cache: dict[str, torch.Tensor] = {}
+        try:
+            for name in wanted:
+                self._hook_points[name].cache = cache
+            logits = self(tokens, embeds=embeds, attn_mask=attn_mask, last_only=last_only)
+        finally:
+            for name in wanted:
+                self._hook_points[name].cache = None
+        return logits, cache
+
+    # -------------------------------------------------------------------------------------------- forward
+    def forward(
+        self,
+        tokens: torch.Tensor | None = None,
+        *,
+        embeds: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits (batch, seq, vocab) from ``tokens`` (batch, seq) or from input ``embeds`` (batch, seq, d_model).
+
+        ``attn_mask``: optional bool (seq, seq) or (batch, seq, seq), True where a query may attend to a key; it is
+        combined (AND) with the causal mask when ``cfg.causal``.
+
+        ``last_only=True`` returns the logits at the last position only, (batch, 1, vocab), and skips the work no
+        other output needs: the final block computes its attention query, MLP and unembedding at the last position
+        alone (earlier blocks run in full). The values equal ``forward(...)[:, -1:]``; hooks in the final block and
+        ``final_resid`` then see a sequence length of 1.
+        """
+        if not isinstance(last_only, bool):
+            raise TypeError(f"last_only must be a bool, got {type(last_only).__name__}")
+        cfg = self.cfg
+        if (tokens is None) == (embeds is None):
+            raise ValueError("pass exactly one of tokens (batch, seq) or embeds (batch, seq, d_model)")
+        if tokens is not None:
+            if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
+                got = getattr(tokens, "dtype", type(tokens))
+                raise TypeError(f"tokens must be an integer (long) tensor, got {got}")
+            if tokens.dim() != 2:
+                raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
+            x = self.hook_embed(self.W_E(tokens))
+        else:
+            if not isinstance(embeds, torch.Tensor) or not embeds.is_floating_point():
+                raise TypeError("embeds must be a floating-point tensor of shape (batch, seq, d_model)")
+            if embeds.dim() != 3 or embeds.shape[-1] != cfg.d_model:
+                raise ValueError(f"embeds must have shape (batch, seq, {cfg.d_model}), got {tuple(embeds.shape)}")
+            x = self.hook_embed(embeds)
+        b, s = x.shape[:2]
+        if s > cfg.n_ctx:
+            raise ValueError(f"sequence length {s} exceeds n_ctx={cfg.n_ctx}")
+        if self.W_pos is not None:
+            x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
+
+        allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
+        if attn_mask is not None:
+            if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
+                raise TypeError("attn_mask must be a bool tensor (seq, seq) or (batch, seq, seq)")
+            if attn_mask.shape[-2:] != (s, s) or attn_mask.dim() not in (2, 3):
+                raise ValueError(
+                    f"attn_mask must have shape ({s}, {s}) or (batch, {s}, {s}), got {tuple(attn_mask.shape)}"
+                )
+            allowed = allowed & attn_mask
+        allowed = allowed.view(-1, 1, s, s) if allowed.dim() == 3 else allowed.view(1, 1, s, s)
+
+        for i, block in enumerate(self.blocks):
+            x = block(x, allowed, last_only and i == len(self.blocks) - 1)
+        x = self.hook_final_resid(self.ln_final(x))
+        return self.W_U(x)

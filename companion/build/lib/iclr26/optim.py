@@ -1,0 +1,261 @@
+"""One factory for the optimizers the book compares: :func:`make_optimizer`.
+
+    opts = make_optimizer("muon", model, lr=0.02, adam_lr=3e-3)   # always a list of torch optimizers
+    history = fit(model, loss_fn, batches, opts, steps=1000, schedule="wsd")
+
+The optimizers come from the libraries, not rewritten here:
+
+========== ================================================ ======================================================
+name       update                                           implementation
+========== ================================================ ======================================================
+adamw      Adam with decoupled weight decay                 ``torch.optim.AdamW``
+nadamw     Nesterov Adam, decoupled weight decay            ``torch.optim.NAdam(decoupled_weight_decay=True)``
+lion       sign of an interpolated momentum                 ``pytorch_optimizer.Lion``
+cautious   AdamW whose update is masked where it disagrees  ``pytorch_optimizer.MARS(mars_type="adamw", gamma=0,
+           in sign with the gradient (C-AdamW)              cautious=True)`` (γ=0 switches MARS's correction off;
+                                                            MARS still clips each tensor's gradient to norm <= 1)
+mars       AdamW on a variance-reduced gradient             ``pytorch_optimizer.MARS(mars_type="adamw")``
+muon       orthogonalised momentum (Newton–Schulz)          ``torch.optim.Muon`` on hidden matrices + AdamW
+soap       Adam in Shampoo's eigenbasis                     ``pytorch_optimizer.SOAP`` on hidden matrices + AdamW
+kron       PSGD with Kronecker-factored preconditioner      ``pytorch_optimizer.Kron`` on hidden matrices + AdamW
+========== ================================================ ======================================================
+
+*Matrix* optimizers (muon, soap, kron) only make sense for the 2-D weight matrices inside the network. Following the
+usual practice (and the paper), the embedding, the positional embedding, the unembedding, biases and norm gains go
+to AdamW, with their own ``adam_lr``, ``adam_betas`` and ``adam_weight_decay``. :func:`split_parameters` makes that
+split; :func:`non_embedding_params` counts the parameters that the Chinchilla rule (20 tokens per parameter) uses.
+
+Weight decay is applied to matrices only (``ndim >= 2``); biases and norm gains are never decayed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "OPTIMIZERS",
+    "MATRIX_OPTIMIZERS",
+    "DEFAULTS",
+    "EMBEDDING_NAMES",
+    "make_optimizer",
+    "split_parameters",
+    "non_embedding_params",
+    "describe",
+]
+
+# Parameter-name components that mark embeddings / unembeddings (TinyTransformer, GPT-2, Llama conventions).
+EMBEDDING_NAMES = ("W_E", "W_pos", "W_U", "wte", "wpe", "embed_tokens", "lm_head", "embed", "unembed", "embedding")
+
+_ADAM_SIDE = {"adam_lr": 3e-3, "adam_betas": (0.9, 0.95), "adam_weight_decay": 0.1, "adam_eps": 1e-8}
+
+#: Default hyperparameters per optimizer; every key here is a tunable of that optimizer (others raise ValueError).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "adamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
+    "nadamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1, "momentum_decay": 4e-3},
+    "lion": {"lr": 3e-4, "betas": (0.9, 0.99), "weight_decay": 0.1, "cautious": False},
+    "cautious": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
+    "mars": {"lr": 3e-3, "betas": (0.95, 0.99), "eps": 1e-8, "weight_decay": 0.1, "gamma": 0.025, "cautious": False},
+    "muon": {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.1, "ns_steps": 5,
+             "adjust_lr_fn": None, **_ADAM_SIDE},
+    "soap": {"lr": 3e-3, "betas": (0.95, 0.95), "eps": 1e-8, "weight_decay": 0.1, "precondition_frequency": 10,
+             **_ADAM_SIDE},
+    "kron": {"lr": 1e-3, "momentum": 0.9, "weight_decay": 0.1, "pre_conditioner_update_probability": None,
+             **_ADAM_SIDE},
+}
+OPTIMIZERS = tuple(DEFAULTS)
+MATRIX_OPTIMIZERS = ("muon", "soap", "kron")
+
+
+# ------------------------------------------------------------------------------------------------ parameters
+def _check_model(model: Any) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("model has no trainable parameters")
+    return model
+
+
+def _is_embedding(name: str, param: torch.Tensor, embedding_ids: set[int]) -> bool:
+    if id(param) in embedding_ids:
+        return True
+    parts = re.split(r"[.]", name)
+    return any(part in EMBEDDING_NAMES for part in parts)
+
+
+def split_parameters(
+    model: nn.Module, is_embedding: Callable[[str, torch.Tensor], bool] | None = None
+) -> dict[str, list[tuple[str, torch.Tensor]]]:
+    """Split the trainable parameters of ``model`` into three lists of ``(name, parameter)``:
+
+    * ``"hidden"``: 2-D weight matrices inside the network (what Muon/SOAP/Kron precondition);
+    * ``"embedding"``: token/positional embeddings and the unembedding (parameters owned by ``nn.Embedding``, or
+      whose name has a component in :data:`EMBEDDING_NAMES`, or for which ``is_embedding(name, p)`` is True);
+    * ``"other"``: everything else with ``ndim < 2`` (biases, norm gains) or ``ndim > 2``.
+
+    Shared (tied) parameters appear once.
+    """
+    _check_model(model)
+    if is_embedding is not None and not callable(is_embedding):
+        raise TypeError("is_embedding must be a callable (name, parameter) -> bool, or None")
+    embedding_ids = {id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
+    groups: dict[str, list[tuple[str, torch.Tensor]]] = {"hidden": [], "embedding": [], "other": []}
+    for name, p in model.named_parameters():  # named_parameters() already removes duplicates (tied weights)
+        if not p.requires_grad:
+            continue
+        emb = is_embedding(name, p) if is_embedding is not None else _is_embedding(name, p, embedding_ids)
+        if emb:
+            groups["embedding"].append((name, p))
+        elif p.ndim == 2:
+            groups["hidden"].append((name, p))
+        else:
+            groups["other"].append((name, p))
+    return groups
+
+
+def non_embedding_params(model: nn.Module) -> int:
+    """Number of trainable parameters outside the embeddings and unembedding (the Chinchilla-rule count)."""
+    groups = split_parameters(model)
+    return sum(p.numel() for _, p in groups["hidden"] + groups["other"])
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def _positive(value: Any, name: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+def _betas(value: Any, name: str) -> tuple[float, float]:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {value!r}")
+    for b in value:
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0.0 <= b < 1.0:
+            raise ValueError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
+    for key in ("lr", "adam_lr"):
+        if key in hp:
+            hp[key] = _positive(hp[key], key)
+    for key in ("eps", "adam_eps"):
+        if key in hp:
+            hp[key] = _positive(hp[key], key)
+    for key in ("weight_decay", "adam_weight_decay", "gamma", "momentum_decay"):
+        if key in hp:
+            hp[key] = _positive(hp[key], key, allow_zero=True)
+    for key in ("betas", "adam_betas"):
+        if key in hp:
+            hp[key] = _betas(hp[key], key)
+    if "momentum" in hp:
+        m = hp["momentum"]
+        if isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0.0 <= m < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {m!r}")
+    for key in ("nesterov", "cautious"):
+        if key in hp and not isinstance(hp[key], bool):
+            raise ValueError(f"{key} must be a bool, got {hp[key]!r}")
+    for key in ("ns_steps", "precondition_frequency"):
+        if key in hp and (isinstance(hp[key], bool) or not isinstance(hp[key], int) or hp[key] <= 0):
+            raise ValueError(f"{key} must be a positive int, got {hp[key]!r}")
+    if "adjust_lr_fn" in hp and hp["adjust_lr_fn"] not in (None, "original", "match_rms_adamw"):
+        raise ValueError(f"adjust_lr_fn must be None, 'original' or 'match_rms_adamw', got {hp['adjust_lr_fn']!r}")
+    p = hp.get("pre_conditioner_update_probability")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 < p <= 1.0):
+        raise ValueError(f"pre_conditioner_update_probability must be in (0, 1] or None, got {p!r}")
+    return hp
+
+
+def _decay_groups(params: list[tuple[str, torch.Tensor]], weight_decay: float) -> list[dict[str, Any]]:
+    """Matrices get ``weight_decay``, vectors (biases, norm gains) none; empty groups are dropped."""
+    decay = [p for _, p in params if p.ndim >= 2]
+    no_decay = [p for _, p in params if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
+# ------------------------------------------------------------------------------------------------ factory
+def make_optimizer(
+    name: str,
+    model: nn.Module,
+    *,
+    is_embedding: Callable[[str, torch.Tensor], bool] | None = None,
+    **hparams: Any,
+) -> list[torch.optim.Optimizer]:
+    """Build optimizer ``name`` for ``model`` and return it as a list (what :func:`iclr26.train.fit` takes).
+
+    ``hparams`` override :data:`DEFAULTS` ``[name]``; unknown keys raise ``ValueError`` listing the known ones.
+    Element-wise optimizers (adamw, nadamw, lion, cautious, mars) train every parameter; matrix optimizers
+    (muon, soap, kron) train the hidden 2-D matrices and an AdamW (``adam_*`` keys) trains the rest
+    (see :func:`split_parameters`, whose ``is_embedding`` you may override).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, one of {OPTIMIZERS}, got {type(name).__name__}")
+    key = name.lower()
+    if key not in DEFAULTS:
+        raise ValueError(f"name must be one of {OPTIMIZERS}, got {name!r}")
+    _check_model(model)
+    unknown = sorted(set(hparams) - set(DEFAULTS[key]))
+    if unknown:
+        raise ValueError(f"unknown hyperparameter(s) {unknown} for {key!r}; known: {sorted(DEFAULTS[key])}")
+    hp = _validate(key, {**DEFAULTS[key], **hparams})
+    groups = split_parameters(model, is_embedding)
+    everything = groups["hidden"] + groups["embedding"] + groups["other"]
+
+    if key == "adamw":
+        return [torch.optim.AdamW(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
+                                  eps=hp["eps"])]
+    if key == "nadamw":
+        return [torch.optim.NAdam(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
+                                  eps=hp["eps"], momentum_decay=hp["momentum_decay"], decoupled_weight_decay=True)]
+    import pytorch_optimizer as po
+
+    if key == "lion":
+        return [po.Lion(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
+                        cautious=hp["cautious"])]
+    if key in ("cautious", "mars"):
+        gamma = 0.0 if key == "cautious" else hp["gamma"]
+        cautious = True if key == "cautious" else hp["cautious"]
+        return [po.MARS(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
+                        gamma=gamma, mars_type="adamw", optimize_1d=True, cautious=cautious)]
+
+    # matrix optimizers: hidden 2-D matrices to the preconditioner, everything else to AdamW
+    hidden = [p for _, p in groups["hidden"]]
+    rest = groups["embedding"] + groups["other"]
+    if not hidden:
+        raise ValueError(f"{key!r} needs 2-D hidden weight matrices, but model has none outside the embeddings")
+    if key == "muon":
+        main: torch.optim.Optimizer = torch.optim.Muon(
+            hidden, lr=hp["lr"], weight_decay=hp["weight_decay"], momentum=hp["momentum"], nesterov=hp["nesterov"],
+            ns_steps=hp["ns_steps"], adjust_lr_fn=hp["adjust_lr_fn"])
+    elif key == "soap":
+        main = po.SOAP(hidden, lr=hp["lr"], betas=hp["betas"], eps=hp["eps"], weight_decay=hp["weight_decay"],
+                       precondition_frequency=hp["precondition_frequency"])
+    else:  # kron
+        main = po.Kron(hidden, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"],
+                       pre_conditioner_update_probability=hp["pre_conditioner_update_probability"])
+    opts = [main]
+    if rest:
+        opts.append(torch.optim.AdamW(_decay_groups(rest, hp["adam_weight_decay"]), lr=hp["adam_lr"],
+                                      betas=hp["adam_betas"], eps=hp["adam_eps"]))
+    return opts
+
+
+def describe(opts: list[torch.optim.Optimizer]) -> str:
+    """A one-line summary: each optimizer's class and how many parameters it trains."""
+    if not isinstance(opts, (list, tuple)) or not all(isinstance(o, torch.optim.Optimizer) for o in opts):
+        raise TypeError("opts must be a list of torch.optim.Optimizer")
+    parts = []
+    for o in opts:
+        n = sum(p.numel() for g in o.param_groups for p in g["params"])
+        parts.append(f"{type(o).__name__}({n:,} params)")
+    return " + ".join(parts)
+

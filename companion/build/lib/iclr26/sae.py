@@ -1,0 +1,754 @@
+"""The sparse-autoencoder family and its metrics.
+
+    sae = TopKSAE(d_in=64, width=256, k=8)              # k-sparse decode and backward (fast=True, the default)
+    sae = TopKSAE(d_in=64, width=256, k=8, fast=False)  # the dense reference, same math (or ReLUSAE(...))
+    x_hat, z = sae(x)                                  # x: (..., d_in) -> reconstruction, codes (..., width)
+    loss, metrics = sae.loss(x)                        # per-token squared error (+ sparsity penalty), logs
+    fit_sae(sae, x, steps=1000, batch_size=512)        # AdamW, warmup-cosine, clipping via iclr26.train.fit
+
+    tfa = TemporalSAE(d_in=64, width=256, k=4)         # Temporal Feature Analysis (Lubana et al.)
+    x_hat, out = tfa(x_seq)                            # x_seq: (batch, time, d_in)
+    z_pred, z_nov = out["pred_codes"], out["novel_codes"]
+
+Metrics: :func:`fvu` (fraction of variance unexplained), :func:`variance_explained`, :func:`l0`,
+:func:`dead_fraction`, :func:`dense_fraction`, :func:`dictionary_recovery` (Hungarian matching against a planted
+dictionary), :func:`cosine_gram` and :func:`block_contrast` (event-boundary block structure).
+
+Decoder norms. A sparsity penalty on ``z`` can be dodged by shrinking ``z`` and growing the decoder rows, so
+:class:`ReLUSAE` and :class:`TopKSAE` either keep unit-norm decoder rows by construction
+(``decoder_norm="unit"``: the forward pass divides each row by its norm) or leave them free and weight the L1
+penalty by the row norms (``decoder_norm="free"``, scale-invariant). :class:`TemporalSAE` follows the official
+code: a tied dictionary ``D`` with free norms and a fixed encoder scale ``lam = 1 / (4 d_in)``.
+
+The real-model path (``paper`` scale) reads residual activations of a transformers causal LM with
+:func:`iclr26.hf.residual_activations`, and :meth:`TemporalSAE.from_official` loads a released TFA checkpoint; planted
+temporal data come from :func:`iclr26.data.planted_slow_fast`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from iclr26.checks import float_tensor
+
+__all__ = [
+    "ReLUSAE",
+    "TopKSAE",
+    "CodeAttention",
+    "TemporalSAE",
+    "fit_sae",
+    "fit_temporal_sae",
+    "scaling_factor",
+    "fvu",
+    "variance_explained",
+    "l0",
+    "dead_fraction",
+    "dense_fraction",
+    "DictionaryRecovery",
+    "dictionary_recovery",
+    "cosine_gram",
+    "block_contrast",
+]
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def _check_int(value: Any, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_float(value: Any, name: str, low: float = 0.0, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
+    return value
+
+
+_as_tensor = functools.partial(float_tensor, numpy_ok=True)
+
+
+# ------------------------------------------------------------------------------------------------ standard SAEs
+class _DictionarySAE(nn.Module):
+    """Shared parts of :class:`ReLUSAE` and :class:`TopKSAE`: untied encoder, decoder with norm handling."""
+
+    def __init__(self, d_in: int, width: int, decoder_norm: str = "unit") -> None:
+        super().__init__()
+        self.d_in = _check_int(d_in, "d_in")
+        self.width = _check_int(width, "width")
+        if decoder_norm not in ("unit", "free"):
+            raise ValueError(f"decoder_norm must be 'unit' or 'free', got {decoder_norm!r}")
+        self.decoder_norm = decoder_norm
+        w = torch.randn(self.width, self.d_in)
+        w = w / w.norm(dim=1, keepdim=True)
+        self.W_dec = nn.Parameter(w.clone())  # (width, d_in): one dictionary atom per row
+        self.W_enc = nn.Parameter(w.T.clone())  # (d_in, width): initialised as the decoder's transpose
+        self.b_enc = nn.Parameter(torch.zeros(self.width))
+        self.b_dec = nn.Parameter(torch.zeros(self.d_in))
+
+    @property
+    def dictionary(self) -> torch.Tensor:
+        """The decoder rows actually used in the forward pass, shape ``(width, d_in)``."""
+        if self.decoder_norm == "unit":
+            return self.W_dec / self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-8)
+        return self.W_dec
+
+    def _check_input(self, x: torch.Tensor) -> torch.Tensor:
+        return _as_tensor(x, "x", last=self.d_in)
+
+    def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check_input(x)
+        return (x - self.b_dec) @ self.W_enc + self.b_enc
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        z = _as_tensor(z, "z", last=self.width)
+        return z @ self.dictionary + self.b_dec
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(x_hat, z)`` for ``x`` of shape ``(..., d_in)``."""
+        z = self.encode(x)
+        return self.decode(z), z
+
+    def penalty(self, z: torch.Tensor) -> torch.Tensor:
+        return z.new_zeros(())
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Mean over tokens of the squared error summed over features, plus the sparsity penalty."""
+        x_hat, z = self(x)
+        mse = (x - x_hat).pow(2).sum(-1).mean()
+        return mse + self.penalty(z), {"mse": mse.detach(), "l0": (z > 0).float().sum(-1).mean().detach()}
+
+
+class ReLUSAE(_DictionarySAE):
+    """ReLU SAE with an L1 penalty: ``z = ReLU((x - b_dec) W_enc + b_enc)``,
+    loss ``||x - x_hat||^2 + l1 * sum_i z_i ||d_i||``.
+
+    With ``decoder_norm="unit"`` the row norms are 1 and the penalty is the plain L1 norm.
+    """
+
+    def __init__(self, d_in: int, width: int, l1: float = 1e-2, decoder_norm: str = "unit") -> None:
+        super().__init__(d_in, width, decoder_norm)
+        self.l1 = _check_float(l1, "l1")
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.pre_activations(x))
+
+    def penalty(self, z: torch.Tensor) -> torch.Tensor:
+        norms = self.dictionary.norm(dim=1)
+        return self.l1 * (z * norms).sum(-1).mean()
+
+
+class TopKSAE(_DictionarySAE):
+    """TopK SAE: keep the ``k`` largest ReLU pre-activations of each token, zero the rest (no penalty).
+
+    ``fast=True`` (the default) runs :meth:`forward` and :meth:`loss` through the k-sparse path
+    (:class:`_TopKSparseCode`): the reconstruction is summed from the ``k`` selected dictionary rows of each token
+    and the backward pass computes the encoder and decoder gradients from those ``k`` indices only, never forming
+    the dense ``(tokens, width)`` code or its gradient. The math is the dense reference's (``fast=False``: ReLU,
+    top-k, scatter, ``z @ D``) up to floating-point rounding; the decoder norm and ``b_dec`` are handled by the same
+    code in both.
+    """
+
+    def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = True) -> None:
+        super().__init__(d_in, width, decoder_norm)
+        self.k = _check_int(k, "k")
+        if self.k > self.width:
+            raise ValueError(f"k must be <= width={self.width}, got {k}")
+        if not isinstance(fast, bool):
+            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
+        self.fast = fast
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return _topk_relu(self.pre_activations(x), self.k)
+
+    def sparse_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The k-sparse path: ``(x_hat, vals, idx)`` with ``vals``, ``idx`` of shape ``(..., k)`` (the ReLU'd top-k
+        pre-activations and their latent indices, in no particular order) — ``z`` is ``vals`` scattered to ``idx``."""
+        x = self._check_input(x)
+        lead = x.shape[:-1]
+        xc = (x - self.b_dec).reshape(-1, self.d_in)
+        recon, vals, idx = _TopKSparseCode.apply(xc, self.W_enc, self.b_enc, self.dictionary, self.k)
+        x_hat = (recon + self.b_dec).reshape(*lead, self.d_in)
+        return x_hat, vals.reshape(*lead, self.k), idx.reshape(*lead, self.k)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(x_hat, z)`` for ``x`` of shape ``(..., d_in)`` (``z`` dense, ``(..., width)``, on both paths)."""
+        if not self.fast:
+            return super().forward(x)
+        x_hat, vals, idx = self.sparse_forward(x)
+        return x_hat, _dense_code(vals, idx, self.width)
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Mean over tokens of the squared error summed over features (the fast path never forms the dense ``z``)."""
+        if not self.fast:
+            return super().loss(x)
+        x_hat, vals, _ = self.sparse_forward(x)
+        mse = (x - x_hat).pow(2).sum(-1).mean()
+        return mse, {"mse": mse.detach(), "l0": (vals > 0).float().sum(-1).mean().detach()}
+
+
+def _topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
+    vals, idx = F.relu(pre).topk(k, dim=-1)
+    return _dense_code(vals, idx, pre.shape[-1])
+
+
+def _dense_code(vals: torch.Tensor, idx: torch.Tensor, width: int) -> torch.Tensor:
+    """The dense ``(..., width)`` code holding ``vals`` at the latent indices ``idx`` (both ``(..., k)``), else 0."""
+    return vals.new_zeros(*vals.shape[:-1], width).scatter(-1, idx, vals)
+
+
+# ------------------------------------------------------------------------------------------------ k-sparse path
+_CHUNK_ELEMENTS = 1 << 22  # pre-activations computed this many at a time (a 16 MiB float32 block): cache-sized
+
+
+def _group_size(width: int, k: int) -> int:
+    """The column-group size of :func:`_topk_select`: the largest power of two ``g`` dividing ``width`` with
+    ``g^2 k <= width`` (which balances the ``width / g`` group maxima against the ``g k`` candidates), or 1 if
+    that is below 4 (then grouping does not pay)."""
+    g = 1
+    while width % (2 * g) == 0 and (2 * g) ** 2 * k <= width:
+        g *= 2
+    return g if g >= 4 else 1
+
+
+def _topk_select(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exactly ``pre.topk(k, dim=-1, sorted=False)`` for a contiguous 2-D ``pre`` (up to the order of the ``k``
+    results and which index wins an exact tie), faster on the CPU when ``k`` is much smaller than the width.
+
+    The columns are split into ``width / g`` groups (group ``c`` holds columns ``c, c + m, c + 2m, ...`` with
+    ``m = width / g``, so the group maxima are one vectorised pass). The maxima of the ``k`` groups with the largest
+    maxima are ``k`` values ``>= tau``, the smallest of those maxima, so the ``k``-th largest value is ``>= tau`` and
+    every element that can be in the top ``k`` lies in one of those ``k`` groups: the top ``k`` of their ``g k``
+    members is the top ``k`` of the row.
+    """
+    n, width = pre.shape
+    g = _group_size(width, k) if pre.device.type == "cpu" else 1  # torch.topk is already fast on accelerators
+    if g == 1:
+        return pre.topk(k, dim=-1, sorted=False)
+    m = width // g
+    _, groups = pre.view(n, g, m).amax(1).topk(k, dim=-1, sorted=False)
+    cand = (groups.unsqueeze(-1) + m * torch.arange(g, device=pre.device)).reshape(n, k * g)
+    vals, j = pre.gather(1, cand).topk(k, dim=-1, sorted=False)
+    return vals, cand.gather(1, j)
+
+
+def _row_plan(idx: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Group the ``(token, slot)`` pairs of ``idx`` (``(n, k)``) by latent: ``order`` sorts the flattened pairs by
+    latent, ``tokens`` is each sorted pair's token, ``offsets`` where each latent's run starts (``width`` runs)."""
+    flat = idx.reshape(-1)
+    order = torch.argsort(flat)
+    tokens = torch.div(order, idx.shape[1], rounding_mode="floor")
+    offsets = torch.zeros(width, dtype=torch.long, device=idx.device)
+    torch.cumsum(torch.bincount(flat, minlength=width)[:-1], 0, out=offsets[1:])
+    return order, tokens, offsets
+
+
+def _rows_sum(plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor], src: torch.Tensor,
+              weights: torch.Tensor) -> torch.Tensor:
+    """``out[j] = sum over pairs (n, i) with idx[n, i] == j of weights[n, i] * src[n]``, shape ``(width, d)``:
+    the gradient of a weight matrix that only the selected rows touched, in one pass over the ``n k`` pairs."""
+    order, tokens, offsets = plan
+    return F.embedding_bag(tokens, src, offsets, mode="sum", per_sample_weights=weights.reshape(-1)[order])
+
+
+def _pair_dots(table: torch.Tensor, idx: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``out[n, i] = <table[idx[n, i]], grad[n]>`` (``(n, k)``) without gathering the ``(n, k, d)`` rows: the
+    per-sample-weight gradient of ``embedding_bag``."""
+    n, k = idx.shape
+    offsets = torch.arange(0, n * k, k, device=idx.device)
+    bags = torch.arange(n, device=idx.device).repeat_interleave(k)
+    return torch.ops.aten._embedding_bag_per_sample_weights_backward(
+        grad.contiguous(), table, idx.reshape(-1), offsets, bags, 0
+    ).view(n, k)
+
+
+class _TopKSparseCode(torch.autograd.Function):
+    """TopK encode + decode from the ``k`` selected latents of each token, with a backward pass that only touches
+    them.
+
+    ``apply(xc, W_enc, b_enc, dictionary, k) -> (recon, vals, idx)`` for ``xc`` ``(n, d)``, ``W_enc`` ``(d, width)``,
+    ``b_enc`` ``(width,)`` or ``None`` and ``dictionary`` ``(width, d)``: ``pre = xc @ W_enc + b_enc``, ``idx`` the
+    top-``k`` latents of ``pre``, ``vals = ReLU(pre[idx])`` and ``recon = sum_i vals_i dictionary[idx_i]``
+    (``F.embedding_bag``). Selecting on ``pre`` rather than ``ReLU(pre)`` can only change which zero-valued latents
+    fill the ``k`` slots of a token with fewer than ``k`` positive pre-activations: same code, same gradients.
+    ``pre`` is computed and reduced a block of tokens at a time (``_CHUNK_ELEMENTS``), so the dense
+    ``(n, width)`` matrix never exists.
+
+    Backward, with ``g_pre = g_vals * (vals > 0)`` (the ReLU) on the selected pairs and zero elsewhere:
+    ``grad W_enc = xc^T g_pre`` and ``grad dictionary = vals^T g_recon`` are summed pair by pair into the selected
+    columns / rows (:func:`_rows_sum`), ``grad xc = g_pre W_enc^T`` reads only the selected columns, ``grad vals``
+    gets ``<dictionary[idx], g_recon>`` (:func:`_pair_dots`) — ``O(n k d)`` work instead of the dense ``O(n width d)``.
+    """
+
+    @staticmethod
+    def forward(ctx, xc, W_enc, b_enc, dictionary, k):  # noqa: D102
+        n, width = xc.shape[0], W_enc.shape[1]
+        vals = xc.new_empty(n, k)
+        idx = torch.empty(n, k, dtype=torch.long, device=xc.device)
+        rows = max(1, _CHUNK_ELEMENTS // width)
+        buf = xc.new_empty(min(rows, n), width)
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            pre = torch.mm(xc[start:stop], W_enc, out=buf[: stop - start])
+            if b_enc is not None:
+                pre += b_enc  # as the dense path's `(x - b_dec) @ W_enc + b_enc`
+            vals[start:stop], idx[start:stop] = _topk_select(pre, k)
+        del buf
+        vals.relu_()
+        recon = F.embedding_bag(idx, dictionary, mode="sum", per_sample_weights=vals)
+        ctx.save_for_backward(xc, W_enc, dictionary, vals, idx)
+        ctx.mark_non_differentiable(idx)
+        return recon, vals, idx
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_recon, g_vals, _g_idx):  # noqa: D102
+        xc, W_enc, dictionary, vals, idx = ctx.saved_tensors
+        need_x, need_enc, need_b, need_dict = ctx.needs_input_grad[:4]
+        width = dictionary.shape[0]
+        plan = _row_plan(idx, width) if need_enc or need_dict else None
+        g_recon = g_recon.contiguous()
+        g_vals = g_vals + _pair_dots(dictionary, idx, g_recon)
+        grad_dict = _rows_sum(plan, g_recon, vals) if need_dict else None
+        g_pre = g_vals * (vals > 0)  # ReLU backward on the selected pairs; the rest have no gradient
+        grad_x = F.embedding_bag(idx, W_enc.t().contiguous(), mode="sum", per_sample_weights=g_pre) if need_x else None
+        grad_enc = _rows_sum(plan, xc, g_pre).t() if need_enc else None
+        grad_b = vals.new_zeros(width).index_add_(0, idx.reshape(-1), g_pre.reshape(-1)) if need_b else None
+        return grad_x, grad_enc, grad_b, grad_dict, None
+
+
+# ------------------------------------------------------------------------------------------------ Temporal SAE
+class CodeAttention(nn.Module):
+    """One causal multi-head attention layer in code space (the official ``ManualAttention``).
+
+    Queries come from the current tokens' codes (``target``), keys and values from the context codes (``ctx``);
+    position ``t`` attends to context positions ``0..t``. ``bottleneck_factor`` shrinks the query/key width.
+    Weights start with rows of norm ``1/sqrt(head dim)`` (queries, keys, values) and ``1/sqrt(width)`` (output),
+    as in the official code.
+    """
+
+    def __init__(self, width: int, n_heads: int = 4, bottleneck_factor: int = 1) -> None:
+        super().__init__()
+        width = _check_int(width, "width")
+        n_heads = _check_int(n_heads, "n_heads")
+        bottleneck_factor = _check_int(bottleneck_factor, "bottleneck_factor")
+        if width % (n_heads * bottleneck_factor):
+            raise ValueError(
+                f"width={width} must be divisible by n_heads * bottleneck_factor = {n_heads * bottleneck_factor}"
+            )
+        self.width, self.n_heads = width, n_heads
+        self.n_embd = width // bottleneck_factor
+        self.k_ctx = nn.Linear(width, self.n_embd)
+        self.q_target = nn.Linear(width, self.n_embd)
+        self.v_ctx = nn.Linear(width, width)
+        self.c_proj = nn.Linear(width, width)
+        with torch.no_grad():
+            for lin, scale in (
+                (self.k_ctx, 1 / math.sqrt(self.n_embd // n_heads)),
+                (self.q_target, 1 / math.sqrt(self.n_embd // n_heads)),
+                (self.v_ctx, 1 / math.sqrt(width // n_heads)),
+                (self.c_proj, 1 / math.sqrt(width)),
+            ):
+                lin.weight.mul_(scale / (1e-6 + lin.weight.norm(dim=1, keepdim=True)))
+
+    def forward(
+        self, ctx: torch.Tensor, target: torch.Tensor, return_pattern: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, _ = ctx.shape
+        h = self.n_heads
+        q = self.q_target(target).view(B, T, h, -1).transpose(1, 2)
+        k = self.k_ctx(ctx).view(B, T, h, -1).transpose(1, 2)
+        v = self.v_ctx(ctx).view(B, T, h, -1).transpose(1, 2)
+        pattern = None
+        if return_pattern or q.device.type == "cpu":  # explicit softmax: faster than SDPA's CPU kernel here
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            out = pattern @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(out.transpose(1, 2).reshape(B, T, self.width)), pattern
+
+
+class TemporalSAE(nn.Module):
+    """Temporal Feature Analysis (the official ``TemporalSAE``): a predictable code from context + a sparse novel code.
+
+    For a sequence ``x`` of shape ``(batch, time, d_in)`` (multiplied by ``scaling_factor`` first):
+
+    1. ``x~ = x - b``; raw codes ``u_t = ReLU(lam * x~_t D^T)`` with the tied dictionary ``D`` (``width x d_in``);
+    2. context codes shifted by one step, ``c_t = u_{t-1}`` (``c_1 = 0``) — ``shift=False`` drops the shift
+       (an exercise: the current token then leaks into its own "prediction");
+    3. ``z~_t = ReLU(CodeAttention(c, u)_t)``; least-squares scale ``alpha_t = <z~_t D, x~_t> / ||z~_t D||^2``;
+       predictable code ``z_pred_t = alpha_t z~_t``; the residual ``r_t = x~_t - z_pred_t D`` goes on
+       (repeated for ``n_attn_layers`` layers);
+    4. novel code ``z_nov_t = TopK_k(ReLU(lam * r_t D^T))`` (``novel="topk"``), ``ReLU`` (``"relu"``, trained with
+       an L2 penalty) or zero (``"nullify"``);
+    5. ``x_hat = ((z_pred + z_nov) D + b) / scaling_factor``.
+
+    ``context="attention"`` is the official predictor; ``context="ema"`` replaces the attention with an exponential
+    moving average of past codes with decay ``ema_decay`` (an exercise).
+
+    ``fast=True`` (the default; ``novel="topk"`` only) computes the novel code and its reconstruction through the
+    k-sparse path of :class:`TopKSAE` (:class:`_TopKSparseCode` with encoder ``lam D^T`` and decoder ``D``): same
+    math, with the novel part's backward touching only the ``k`` selected latents per token.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        width: int,
+        k: int | None = None,
+        n_heads: int = 4,
+        n_attn_layers: int = 1,
+        bottleneck_factor: int = 1,
+        novel: str = "topk",
+        shift: bool = True,
+        context: str = "attention",
+        ema_decay: float = 0.9,
+        scaling_factor: float = 1.0,
+        fast: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_in = _check_int(d_in, "d_in")
+        self.width = _check_int(width, "width")
+        if novel not in ("topk", "relu", "nullify"):
+            raise ValueError(f"novel must be 'topk', 'relu' or 'nullify', got {novel!r}")
+        if novel == "topk":
+            if k is None:
+                raise ValueError("k must be given when novel='topk'")
+            k = _check_int(k, "k")
+            if k > self.width:
+                raise ValueError(f"k must be <= width={self.width}, got {k}")
+        if not isinstance(shift, bool):
+            raise TypeError(f"shift must be a bool, got {type(shift).__name__}")
+        if not isinstance(fast, bool):
+            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
+        if context not in ("attention", "ema"):
+            raise ValueError(f"context must be 'attention' or 'ema', got {context!r}")
+        self.ema_decay = _check_float(ema_decay, "ema_decay")
+        if not self.ema_decay < 1:
+            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
+        self.scaling_factor = _check_float(scaling_factor, "scaling_factor", strict=True)
+        self.k, self.novel, self.shift, self.context, self.fast = k, novel, shift, context, fast
+        self.lam = 1.0 / (4 * self.d_in)
+        self.eps = 1e-6
+        n_attn_layers = _check_int(n_attn_layers, "n_attn_layers")
+        self.attn_layers = nn.ModuleList(
+            [CodeAttention(self.width, n_heads, bottleneck_factor) for _ in range(n_attn_layers)]
+        )
+        self.D = nn.Parameter(torch.randn(self.width, self.d_in))
+        self.b = nn.Parameter(torch.zeros(self.d_in))
+
+    def _ema(self, ctx: torch.Tensor) -> torch.Tensor:
+        """Exponential moving average of the context codes up to each position (the attention ablation)."""
+        T = ctx.shape[1]
+        t = torch.arange(T, device=ctx.device, dtype=ctx.dtype)
+        lag = t[:, None] - t[None, :]
+        w = torch.where(lag >= 0, self.ema_decay ** lag.clamp_min(0), torch.zeros_like(lag))
+        w = w / w.sum(1, keepdim=True)
+        return torch.einsum("ts,bsm->btm", w, ctx)
+
+    def forward(
+        self, x: torch.Tensor, return_pattern: bool = False, k: int | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+        """Return ``(x_hat, out)``; ``out`` holds ``pred_codes``, ``novel_codes``, ``pred_recons``,
+        ``novel_recons`` (without the bias, in input units), ``alpha`` and ``attn`` (patterns if asked)."""
+        x = _as_tensor(x, "x", ndim=3, last=self.d_in)
+        kval = self.k if k is None else _check_int(k, "k")
+        xt = x * self.scaling_factor - self.b
+        z_pred = torch.zeros(*x.shape[:2], self.width, device=x.device, dtype=x.dtype)
+        alphas, patterns = [], []
+        for layer in self.attn_layers:
+            u = F.relu((xt * self.lam) @ self.D.T)
+            ctx = torch.cat([torch.zeros_like(u[:, :1]), u[:, :-1]], dim=1) if self.shift else u
+            if self.context == "attention":
+                raw, pattern = layer(ctx, u, return_pattern=return_pattern)
+            else:
+                raw, pattern = self._ema(ctx), None
+            raw = F.relu(raw)
+            recon = raw @ self.D
+            alpha = (recon * xt).sum(-1, keepdim=True) / (recon.norm(dim=-1, keepdim=True) + self.eps).pow(2)
+            z_pred = z_pred + alpha * raw
+            xt = xt - alpha * recon
+            alphas.append(alpha.squeeze(-1))
+            if pattern is not None:
+                patterns.append(pattern)
+        if self.novel == "topk" and self.fast:
+            lead = xt.shape[:-1]
+            nov_rec, vals, idx = _TopKSparseCode.apply((xt * self.lam).reshape(-1, self.d_in), self.D.T, None,
+                                                       self.D, kval)
+            nov_rec, vals, idx = nov_rec.reshape(*lead, self.d_in), vals.reshape(*lead, -1), idx.reshape(*lead, -1)
+            z_nov = _dense_code(vals, idx, self.width)
+            pred_rec = z_pred @ self.D
+            x_hat = (pred_rec + nov_rec + self.b) / self.scaling_factor
+        else:
+            pre = (xt * self.lam) @ self.D.T
+            if self.novel == "topk":
+                z_nov = _topk_relu(pre, kval)
+            elif self.novel == "relu":
+                z_nov = F.relu(pre)
+            else:
+                z_nov = torch.zeros_like(z_pred)
+            x_hat = ((z_pred + z_nov) @ self.D + self.b) / self.scaling_factor
+            pred_rec, nov_rec = z_pred @ self.D, z_nov @ self.D
+        out = {
+            "pred_codes": z_pred,
+            "novel_codes": z_nov,
+            "pred_recons": pred_rec.detach() / self.scaling_factor,
+            "novel_recons": nov_rec.detach() / self.scaling_factor,
+            "alpha": torch.stack(alphas, -1),
+            "attn": torch.stack(patterns, 1) if patterns else None,
+        }
+        return x_hat, out
+
+    def loss(self, x: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The official objective: squared error summed over features, averaged over tokens (in scaled units),
+        plus ``gamma * mean ||z_nov||_2`` (the ReLU variant's penalty)."""
+        x_hat, out = self(x)
+        s = self.scaling_factor
+        mse = ((x - x_hat) * s).pow(2).sum(-1).mean()
+        reg = out["novel_codes"].norm(dim=-1).mean() if gamma > 0 else mse.new_zeros(())
+        return mse + gamma * reg, {"mse": mse.detach()}
+
+    @classmethod
+    def from_official(cls, conf: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]) -> TemporalSAE:
+        """Build from an official checkpoint: ``conf`` is its ``conf.yaml`` as a dict, ``state_dict`` its tensors
+        (``D``, ``b`` and ``attn_layers.{i}.{k_ctx,q_target,v_ctx,c_proj}.{weight,bias}``)."""
+        if not isinstance(conf, Mapping) or "llm" not in conf or "sae" not in conf:
+            raise ValueError("conf must be the official conf.yaml as a dict with 'llm' and 'sae' sections")
+        if not isinstance(state_dict, Mapping) or "D" not in state_dict:
+            raise ValueError("state_dict must be a mapping of tensors holding at least 'D'")
+        llm, sae = conf["llm"], conf["sae"]
+        if sae.get("tied_weights", True) is not True:
+            raise ValueError("only tied-weight TFA checkpoints are supported (conf['sae']['tied_weights'] is False)")
+        d_in = int(llm["dimin"])
+        model = cls(
+            d_in=d_in,
+            width=int(d_in * sae["exp_factor"]),
+            k=sae.get("kval_topk"),
+            n_heads=int(sae.get("n_heads", 4)),
+            n_attn_layers=int(sae.get("n_attn_layers", 1)),
+            bottleneck_factor=int(sae.get("bottleneck_factor", 1)),
+            novel=sae.get("sae_diff_type", "topk"),
+            scaling_factor=float(sae.get("scaling_factor", 1.0)),
+        )
+        sd = {name: torch.as_tensor(t) for name, t in state_dict.items()}
+        sd["b"] = sd["b"].reshape(-1)
+        model.load_state_dict(sd)
+        return model
+
+
+# ------------------------------------------------------------------------------------------------ training
+def scaling_factor(x: torch.Tensor) -> float:
+    """The input scale that makes the mean squared norm of ``x`` (tokens on the last axis) equal to ``d_in``."""
+    x = _as_tensor(x, "x")
+    msq = float(x.detach().reshape(-1, x.shape[-1]).pow(2).sum(-1).mean())
+    if msq <= 0:
+        raise ValueError("x is all zeros: no scaling factor")
+    return math.sqrt(x.shape[-1] / msq)
+
+
+def _train_on_samples(model: nn.Module, x: torch.Tensor, loss, *, steps: int, batch_size: int, lr: float,
+                      weight_decay: float, warmup: int | None, clip: float, seed: int, progress: bool, desc: str):
+    """The shared recipe: minibatches drawn from ``x`` along its first axis, AdamW (betas 0.9, 0.95),
+    warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
+    from iclr26.train import fit
+
+    steps = _check_int(steps, "steps")
+    batch_size = _check_int(batch_size, "batch_size")
+    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
+    device = next(model.parameters()).device
+    x = x.to(device)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n = x.shape[0]
+
+    def batches(step: int) -> torch.Tensor:
+        return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    return fit(model, loss, batches, opt, steps=steps, schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip,
+               progress=progress, desc=desc)
+
+
+def fit_sae(
+    sae: _DictionarySAE,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 512,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    warmup: int | None = None,
+    clip: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "SAE",
+):
+    """Train a :class:`ReLUSAE` or :class:`TopKSAE` on tokens ``x`` (``(n, d_in)``; more axes are flattened)
+    with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the history."""
+    if not isinstance(sae, _DictionarySAE):
+        raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
+    x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
+    return _train_on_samples(sae, x, lambda m, b: m.loss(b), steps=steps, batch_size=batch_size, lr=lr,
+                             weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed, progress=progress,
+                             desc=desc)
+
+
+def fit_temporal_sae(
+    tfa: TemporalSAE,
+    x: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    warmup: int | None = None,
+    clip: float = 1.0,
+    gamma: float = 0.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "TFA",
+):
+    """Train a :class:`TemporalSAE` on sequences ``x`` (``(n_seq, time, d_in)``) with the official recipe:
+    AdamW (betas 0.9, 0.95, weight decay 1e-4), warmup then cosine, gradient clipping at 1."""
+    if not isinstance(tfa, TemporalSAE):
+        raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
+    x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
+    gamma = _check_float(gamma, "gamma")
+    return _train_on_samples(tfa, x, lambda m, b: m.loss(b, gamma=gamma), steps=steps, batch_size=batch_size,
+                             lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
+                             progress=progress, desc=desc)
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def _flat_pair(x: Any, x_hat: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _as_tensor(x, "x")
+    x_hat = _as_tensor(x_hat, "x_hat")
+    if x.shape != x_hat.shape:
+        raise ValueError(f"x and x_hat must have the same shape, got {tuple(x.shape)} and {tuple(x_hat.shape)}")
+    if x.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    return x.detach().reshape(-1, x.shape[-1]).double(), x_hat.detach().reshape(-1, x.shape[-1]).double()
+
+
+def fvu(x: Any, x_hat: Any) -> float:
+    """Fraction of variance unexplained: ``sum ||x - x_hat||^2 / sum ||x - mean(x)||^2`` over all tokens."""
+    x, x_hat = _flat_pair(x, x_hat)
+    total = (x - x.mean(0)).pow(2).sum()
+    if total <= 0:
+        raise ValueError("x has zero variance: FVU is undefined")
+    return float((x - x_hat).pow(2).sum() / total)
+
+
+def variance_explained(x: Any, x_hat: Any) -> float:
+    """``1 - fvu(x, x_hat)``."""
+    return 1.0 - fvu(x, x_hat)
+
+
+def _codes(z: Any) -> torch.Tensor:
+    z = _as_tensor(z, "z")
+    if z.ndim == 0:
+        raise ValueError("z must have a latent axis (last dimension)")
+    return z.detach().reshape(-1, z.shape[-1])
+
+
+def _check_threshold(threshold: Any) -> float:
+    return _check_float(threshold, "threshold")
+
+
+def l0(z: Any, threshold: float = 0.0) -> float:
+    """Mean number of latents with ``|z| > threshold`` per token."""
+    z = _codes(z)
+    return float((z.abs() > _check_threshold(threshold)).float().sum(-1).mean())
+
+
+def dead_fraction(z: Any, threshold: float = 0.0) -> float:
+    """Fraction of latents that never exceed ``threshold`` (in absolute value) on the given tokens."""
+    z = _codes(z)
+    return float(((z.abs() > _check_threshold(threshold)).sum(0) == 0).float().mean())
+
+
+def dense_fraction(z: Any, frequency: float = 0.5, threshold: float = 0.0) -> float:
+    """Fraction of latents active (``|z| > threshold``) on more than ``frequency`` of the tokens."""
+    z = _codes(z)
+    frequency = _check_float(frequency, "frequency")
+    if frequency > 1:
+        raise ValueError(f"frequency must be in [0, 1], got {frequency}")
+    return float(((z.abs() > _check_threshold(threshold)).float().mean(0) > frequency).float().mean())
+
+
+@dataclass(frozen=True)
+class DictionaryRecovery:
+    """Result of :func:`dictionary_recovery`.
+
+    ``cos[i]`` is the cosine between true atom ``i`` and its matched learned atom ``match[i]``; ``mean_cos`` their mean;
+    ``recovered`` the fraction with ``cos >= threshold``.
+    """
+
+    cos: np.ndarray
+    match: np.ndarray
+    mean_cos: float
+    recovered: float
+
+
+def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> DictionaryRecovery:
+    """Match each true atom (rows of ``true``, ``(n_true, d)``) to a distinct learned atom (rows of ``learned``,
+    ``(n_learned, d)``, ``n_learned >= n_true``) maximising the summed cosine (Hungarian algorithm,
+    ``scipy.optimize.linear_sum_assignment``)."""
+    from scipy.optimize import linear_sum_assignment
+
+    learned = _as_tensor(learned, "learned", ndim=2).detach().double()
+    true = _as_tensor(true, "true", ndim=2).detach().double()
+    if learned.shape[1] != true.shape[1]:
+        raise ValueError(
+            f"learned and true must have the same number of columns, got {learned.shape[1]} and {true.shape[1]}"
+        )
+    if learned.shape[0] < true.shape[0]:
+        raise ValueError(f"learned needs at least as many atoms as true ({true.shape[0]}), got {learned.shape[0]}")
+    threshold = _check_float(threshold, "threshold")
+    cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
+    rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
+    matched = cos[rows, cols].cpu().numpy()
+    return DictionaryRecovery(cos=matched, match=cols, mean_cos=float(matched.mean()),
+                              recovered=float((matched >= threshold).mean()))
+
+
+def cosine_gram(z: Any) -> np.ndarray:
+    """Cosine-similarity matrix between the rows of ``z`` (``(time, width)``); all-zero rows get similarity 0."""
+    z = _as_tensor(z, "z", ndim=2).detach().double()
+    zn = z / z.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return (zn @ zn.T).cpu().numpy()
+
+
+def block_contrast(gram: Any, segments: Any) -> float:
+    """Mean similarity within segments minus mean similarity across segments (off-diagonal entries only).
+
+    ``gram`` is a ``(T, T)`` similarity matrix, ``segments`` a length-``T`` array of segment ids.
+    """
+    gram = np.asarray(gram, dtype=float)
+    seg = np.asarray(segments)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1]:
+        raise ValueError(f"gram must be a square matrix, got shape {gram.shape}")
+    if seg.shape != (gram.shape[0],):
+        raise ValueError(f"segments must have shape ({gram.shape[0]},), got {seg.shape}")
+    same = seg[:, None] == seg[None, :]
+    off = ~np.eye(len(seg), dtype=bool)
+    if not (same & off).any() or not (~same).any():
+        raise ValueError("segments must contain at least two segments and one segment of length >= 2")
+    return float(gram[same & off].mean() - gram[~same].mean())

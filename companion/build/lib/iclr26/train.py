@@ -1,0 +1,429 @@
+"""One training loop for every chapter: :func:`fit`.
+
+    history = fit(model, loss_fn, batches, optimizer, steps=2000, schedule="warmup_cosine", warmup=100, clip=1.0)
+
+* ``loss_fn(model, batch)`` returns the loss tensor, or ``(loss, {"acc": ...})`` to log extra metrics;
+* ``batches`` is a callable ``step -> batch`` (a sampler; full-batch training is ``lambda step: (x, y)``) or an
+  iterable of batches (cycled when exhausted); tensors inside a batch are moved to the model's device;
+* ``optimizer`` is a ``torch.optim.Optimizer`` or a list of them (e.g. Muon for matrices + AdamW for the rest);
+* schedules multiply each parameter group's initial learning rate: ``"constant"``, ``"warmup_cosine"``,
+  ``"wsd"`` (warmup–stable–decay with a linear decay over the last ``decay_frac`` of training), or a callable
+  ``(step, total_steps) -> multiplier``;
+* bf16 autocast on CUDA (``amp="auto"``), gradient clipping, a tqdm bar, a pandas history;
+* ``checkpoint="run.safetensors"`` saves model, optimizer, step, RNG states and history every ``checkpoint_every``
+  steps and at the end; ``resume=`` that file continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["fit", "lr_multiplier", "save_checkpoint", "load_checkpoint", "SCHEDULES"]
+
+SCHEDULES = ("constant", "warmup_cosine", "wsd", "linear")
+
+
+# ------------------------------------------------------------------------------------------------ schedules
+def lr_multiplier(
+    step: int,
+    total_steps: int,
+    schedule: str = "constant",
+    warmup: int = 0,
+    decay_frac: float = 0.2,
+    min_lr_ratio: float = 0.0,
+) -> float:
+    """The factor on the initial learning rate at ``step`` (0-based) of ``total_steps``.
+
+    * ``constant``: linear warmup over ``warmup`` steps, then 1.
+    * ``warmup_cosine``: warmup, then cosine from 1 to ``min_lr_ratio`` at the last step.
+    * ``wsd``: warmup, a stable phase at 1, then a linear decay to ``min_lr_ratio`` over the last
+      ``decay_frac`` of the steps.
+    * ``linear``: warmup, then linear decay to ``min_lr_ratio``.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES} or a callable, got {schedule!r}")
+    if not isinstance(total_steps, int) or total_steps <= 0:
+        raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
+    if not isinstance(warmup, int) or not 0 <= warmup <= total_steps:
+        raise ValueError(f"warmup must be an int in [0, total_steps={total_steps}], got {warmup!r}")
+    if not 0.0 <= decay_frac <= 1.0:
+        raise ValueError(f"decay_frac must be in [0, 1], got {decay_frac!r}")
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    last = total_steps - 1
+    if schedule == "warmup_cosine":
+        span = max(last - warmup, 1)
+        progress = min(max((step - warmup) / span, 0.0), 1.0)
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    if schedule == "linear":
+        span = max(last - warmup, 1)
+        progress = min(max((step - warmup) / span, 0.0), 1.0)
+        return 1 - (1 - min_lr_ratio) * progress
+    # wsd
+    decay_steps = int(round(decay_frac * total_steps))
+    decay_start = max(total_steps - decay_steps, warmup)
+    if step < decay_start or decay_steps == 0:
+        return 1.0
+    progress = min((step - decay_start + 1) / max(total_steps - decay_start, 1), 1.0)
+    return 1 - (1 - min_lr_ratio) * progress
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if torch.is_tensor(batch):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, Mapping):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(_to_device(v, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _as_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
+    opts = list(optimizer) if isinstance(optimizer, Sequence) else [optimizer]
+    if not opts or not all(isinstance(o, torch.optim.Optimizer) for o in opts):
+        raise TypeError("optimizer must be a torch.optim.Optimizer or a non-empty list of them")
+    return opts
+
+
+def _scalar(x: Any) -> float:
+    return float(x.detach().float().item()) if torch.is_tensor(x) else float(x)
+
+
+class _BatchStream:
+    """Batches by step: a sampler is called with the step; an iterable is cycled and can skip ahead."""
+
+    def __init__(self, batches: Any) -> None:
+        if callable(batches):
+            self.sampler, self.iterable = batches, None
+        elif isinstance(batches, Iterable):
+            self.sampler, self.iterable = None, batches
+            self._it = iter(batches)
+        else:
+            raise TypeError(
+                f"batches must be a callable step -> batch or an iterable of batches, got {type(batches).__name__}"
+            )
+
+    def skip(self, n: int) -> None:
+        if self.iterable is not None:
+            for _ in range(n):
+                self._next()
+
+    def _next(self) -> Any:
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = iter(self.iterable)
+            try:
+                return next(self._it)
+            except StopIteration:
+                raise ValueError("batches is an empty iterable") from None
+
+    def get(self, step: int) -> Any:
+        return self.sampler(step) if self.sampler is not None else self._next()
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def _flatten_optimizer(opt: torch.optim.Optimizer, prefix: str) -> tuple[dict[str, torch.Tensor], dict]:
+    sd = opt.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for pid, state in sd["state"].items():
+        for key, val in state.items():
+            name = f"{prefix}.state.{pid}.{key}"
+            if torch.is_tensor(val):
+                tensors[name] = val.detach().cpu().contiguous().clone()
+            else:
+                scalars[name] = val
+    try:
+        json.dumps(sd["param_groups"])
+        json.dumps(scalars)
+    except TypeError as err:
+        raise ValueError(f"optimizer state of {type(opt).__name__} is not JSON-serialisable: {err}") from err
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(opt: torch.optim.Optimizer, prefix: str, tensors: dict, meta: dict) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    head = prefix + ".state."
+    for name, val in list(tensors.items()) + list(meta["scalars"].items()):
+        if name.startswith(head):
+            pid, key = name[len(head) :].split(".", 1)
+            state.setdefault(int(pid), {})[key] = val
+    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: torch.nn.Module,
+    optimizers: Sequence[torch.optim.Optimizer] = (),
+    step: int = 0,
+    history: list[dict] | None = None,
+) -> Path:
+    """Save model weights, optimizer states, the step, RNG states and the history to one safetensors file."""
+    from safetensors.torch import save_file
+
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+    opt_meta = []
+    for j, opt in enumerate(optimizers):
+        t, m = _flatten_optimizer(opt, f"optim{j}")
+        tensors.update(t)
+        opt_meta.append(m)
+    tensors["rng.torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = s
+    np_state = np.random.get_state()
+    tensors["rng.numpy"] = torch.from_numpy(np.asarray(np_state[1], dtype=np.int64))
+    meta = {
+        "step": str(int(step)),
+        "optimizers": json.dumps(opt_meta),
+        "rng_numpy": json.dumps([np_state[0], int(np_state[2]), int(np_state[3]), float(np_state[4])]),
+        "rng_python": json.dumps(random.getstate(), default=list),
+        "history": json.dumps(history or []),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=meta)
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(
+    path: str | Path,
+    model: torch.nn.Module,
+    optimizers: Sequence[torch.optim.Optimizer] = (),
+    restore_rng: bool = True,
+) -> tuple[int, list[dict]]:
+    """Load what :func:`save_checkpoint` wrote into ``model`` and ``optimizers``; return ``(step, history)``."""
+    from safetensors import safe_open
+
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint path {str(path)!r} does not exist")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    if "step" not in meta:
+        raise ValueError(f"checkpoint {str(path)!r} was not written by iclr26.train.save_checkpoint")
+    state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    model.load_state_dict(state)
+    opt_meta = json.loads(meta["optimizers"])
+    if len(opt_meta) != len(optimizers):
+        raise ValueError(f"checkpoint holds {len(opt_meta)} optimizer state(s), got {len(optimizers)} optimizer(s)")
+    for j, (opt, m) in enumerate(zip(optimizers, opt_meta)):
+        _unflatten_optimizer(opt, f"optim{j}", tensors, m)
+    if restore_rng:
+        torch.set_rng_state(tensors["rng.torch"])
+        cuda = [tensors[k] for k in sorted(tensors) if k.startswith("rng.cuda.")]
+        if cuda and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(cuda)
+        name, pos, has_gauss, gauss = json.loads(meta["rng_numpy"])
+        np.random.set_state((name, tensors["rng.numpy"].numpy().astype(np.uint32), pos, has_gauss, gauss))
+        version, internal, gauss_next = json.loads(meta["rng_python"])
+        random.setstate((version, tuple(internal), gauss_next))
+    return int(meta["step"]), json.loads(meta["history"])
+
+
+# ------------------------------------------------------------------------------------------------ fit
+def fit(
+    model: torch.nn.Module,
+    loss_fn: Callable[[torch.nn.Module, Any], Any],
+    batches: Callable[[int], Any] | Iterable[Any],
+    optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
+    *,
+    steps: int | None = None,
+    time_budget: float | None = None,
+    schedule: str | Callable[[int, int], float] = "constant",
+    warmup: int = 0,
+    decay_frac: float = 0.2,
+    min_lr_ratio: float = 0.0,
+    clip: float | None = None,
+    amp: str | bool = "auto",
+    log_every: int = 10,
+    eval_fn: Callable[[torch.nn.Module], Mapping[str, float]] | None = None,
+    eval_every: int | None = None,
+    stop_fn: Callable[[Mapping[str, float]], bool] | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | Path | None = None,
+    progress: bool = True,
+    desc: str = "train",
+):
+    """Train ``model`` and return its history as a DataFrame (one row per logged step).
+
+    Parameters
+    ----------
+    steps, time_budget
+        Train for ``steps`` optimizer steps and/or until ``time_budget`` seconds have passed (at least one of them).
+        Schedules other than ``"constant"`` need ``steps``.
+    schedule, warmup, decay_frac, min_lr_ratio
+        The learning-rate schedule (see :func:`lr_multiplier`); a callable gets ``(step, steps)``.
+    clip
+        Clip the global gradient norm to this value (``None``: no clipping); the norm is logged as ``grad_norm``.
+    amp
+        ``"auto"``: bf16 autocast on CUDA only; ``True``/``"bf16"``: always; ``False``/``"off"``: never.
+    log_every
+        Record loss, learning rate and metrics every this many steps (and at the last step).
+    eval_fn, eval_every
+        ``eval_fn(model) -> {"name": value}`` every ``eval_every`` steps (default ``log_every``) and at the end;
+        run under ``torch.no_grad()`` with the model in eval mode.
+    stop_fn
+        ``stop_fn(row) -> bool`` is called after every evaluation; returning True ends training (early stopping).
+    checkpoint, checkpoint_every, resume
+        Save a safetensors checkpoint every ``checkpoint_every`` steps and at the end; resume from one.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a callable (model, batch) -> loss, got {type(loss_fn).__name__}")
+    opts = _as_optimizers(optimizer)
+    stream = _BatchStream(batches)
+    if steps is None and time_budget is None:
+        raise ValueError("give steps or time_budget (or both)")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    if time_budget is not None and (not isinstance(time_budget, (int, float)) or time_budget <= 0):
+        raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
+    if callable(schedule):
+        sched_fn = schedule
+    elif schedule in SCHEDULES:
+        if schedule != "constant" and steps is None:
+            raise ValueError(f"schedule={schedule!r} needs steps (the schedule's length)")
+        total = steps if steps is not None else 1
+
+        def sched_fn(step: int, _total: int) -> float:
+            if steps is None:
+                return (step + 1) / warmup if step < warmup else 1.0
+            return lr_multiplier(step, total, schedule, warmup, decay_frac, min_lr_ratio)
+
+        sched_fn(0, steps or 1)  # validates warmup, decay_frac, min_lr_ratio at the door
+    else:
+        raise ValueError(f"schedule must be one of {SCHEDULES} or a callable (step, steps) -> factor, got {schedule!r}")
+    if clip is not None and (not isinstance(clip, (int, float)) or clip <= 0):
+        raise ValueError(f"clip must be a positive number or None, got {clip!r}")
+    if amp not in ("auto", "bf16", "off", True, False):
+        raise ValueError(f"amp must be 'auto', 'bf16', 'off', True or False, got {amp!r}")
+    if not isinstance(log_every, int) or log_every <= 0:
+        raise ValueError(f"log_every must be a positive int, got {log_every!r}")
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError("eval_fn must be a callable model -> dict of metrics, or None")
+    eval_every = eval_every or log_every
+    if not isinstance(eval_every, int) or eval_every <= 0:
+        raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
+    if stop_fn is not None and eval_fn is None:
+        raise ValueError("stop_fn needs eval_fn: it is called with each evaluation's metrics")
+    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every <= 0):
+        raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
+    if checkpoint_every is not None and checkpoint is None:
+        raise ValueError("checkpoint_every needs checkpoint (a file path)")
+
+    try:
+        device = next(model.parameters()).device
+    except StopIteration:
+        raise ValueError("model has no parameters to train") from None
+    use_amp = amp in ("bf16", True) or (amp == "auto" and device.type == "cuda")
+    for opt in opts:
+        for group in opt.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+
+    history: list[dict] = []
+    start = 0
+    if resume is not None:
+        start, history = load_checkpoint(resume, model, opts)
+        stream.skip(start)
+
+    def evaluate(row: dict) -> None:
+        model.eval()
+        with torch.no_grad():
+            metrics = eval_fn(model)
+        model.train()
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"eval_fn must return a dict of metrics, got {type(metrics).__name__}")
+        row.update({k: _scalar(v) for k, v in metrics.items()})
+
+    model.train()
+    t0 = time.perf_counter()
+    elapsed_before = history[-1]["seconds"] if history else 0.0
+    bar = tqdm(total=steps, initial=start, desc=desc, disable=not progress, mininterval=1.0, leave=False)
+    step = start
+    stopped = False
+    last_mult = None
+    try:
+        while steps is None or step < steps:
+            mult = sched_fn(step, steps or 1)
+            if mult != last_mult:
+                for opt in opts:
+                    for group in opt.param_groups:
+                        group["lr"] = group["initial_lr"] * mult
+                last_mult = mult
+            batch = _to_device(stream.get(step), device)
+            if use_amp:
+                with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                    out = loss_fn(model, batch)
+            else:
+                out = loss_fn(model, batch)
+            loss, metrics = out if isinstance(out, tuple) else (out, {})
+            if not torch.is_tensor(loss) or loss.ndim != 0:
+                raise TypeError("loss_fn must return a scalar tensor, or (scalar tensor, dict of metrics)")
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = None
+            if clip is not None:
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            for opt in opts:
+                opt.step()
+            step += 1
+            seconds = elapsed_before + time.perf_counter() - t0
+            out_of_time = time_budget is not None and seconds >= time_budget
+            last = step == steps or out_of_time
+            do_eval = eval_fn is not None and (step % eval_every == 0 or last)
+            if step % log_every == 0 or last or do_eval:
+                row = {"step": step, "loss": _scalar(loss), "lr": opts[0].param_groups[0]["lr"], "seconds": seconds}
+                if grad_norm is not None:
+                    row["grad_norm"] = _scalar(grad_norm)
+                row.update({k: _scalar(v) for k, v in metrics.items()})
+                if do_eval:
+                    evaluate(row)
+                    if stop_fn is not None and stop_fn(row):
+                        stopped = True
+                history.append(row)
+                bar.set_postfix(loss=f"{row['loss']:.4g}", refresh=False)
+            bar.update(1)
+            if checkpoint is not None and checkpoint_every and step % checkpoint_every == 0:
+                save_checkpoint(checkpoint, model, opts, step, history)
+            if out_of_time or stopped:
+                break
+    finally:
+        bar.close()
+    if checkpoint is not None:
+        save_checkpoint(checkpoint, model, opts, step, history)
+    frame = pd.DataFrame(history)
+    frame.attrs["stopped_early"] = stopped
+    return frame

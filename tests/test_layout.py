@@ -1,0 +1,98 @@
+"""The companion's shape: its layers import only downwards, and the wheel Colab installs holds every module.
+
+Layers, bottom to top:
+
+1. the core (flat modules: runtime, train, claims, plot, cli, checks, metrics, sweep, optim): no chapter concept;
+2. ``hooks``: named hook points, used by every model;
+3. ``models/``, ``data/`` and ``hf``: what chapters train, run on and load;
+4. the methods (``sae``, ``diffusion``, ``counterfactuals``, ``topology``): the papers' own machinery.
+
+A module may import its own layer or a lower one, never a higher one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "companion" / "iclr26"
+
+LAYERS = {
+    "core": 1,
+    "hooks": 2,
+    "models": 3,
+    "data": 3,
+    "hf": 3,
+    "sae": 4,
+    "diffusion": 4,
+    "counterfactuals": 4,
+    "topology": 4,
+}
+CORE = {"__init__", "__main__", "runtime", "train", "claims", "plot", "cli", "checks", "metrics", "sweep", "optim"}
+
+
+def _unit(module: str) -> str:
+    """'iclr26.models.transformer' -> 'models'; 'iclr26.train' -> 'core'."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return "core" if top in CORE else top
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__" and len(parts) > 2:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("iclr26"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("iclr26")}
+    return found
+
+
+def test_every_module_belongs_to_a_layer():
+    unknown = {_unit(_name(p)) for p in _modules()} - set(LAYERS)
+    assert not unknown, f"modules outside every layer: {unknown}; add them to LAYERS in tests/test_layout.py"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_go_downwards_only(path: Path):
+    me = _unit(_name(path))
+    upward = [m for m in _imports(path) if LAYERS.get(_unit(m), 0) > LAYERS[me]]
+    assert not upward, f"{path.relative_to(PKG)} (layer {LAYERS[me]}, {me}) imports a higher layer: {upward}"
+
+
+def test_the_layer_check_can_fail(tmp_path):
+    bad = tmp_path / "runtime.py"
+    bad.write_text("from iclr26.sae import TopKSAE\nimport iclr26.models\n")
+    assert {LAYERS[_unit(m)] for m in _imports(bad)} == {3, 4}
+
+
+def test_built_wheel_holds_every_module(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(ROOT / "companion")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    wheel = next(tmp_path.glob("iclr26-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {str(p.relative_to(PKG.parent)) for p in _modules()}
+    missing = sorted(expected - names)
+    assert not missing, f"the wheel lacks {missing}: is pyproject.toml's package discovery current?"
