@@ -13,6 +13,7 @@ A module may import its own layer or a lower one, never a higher one.
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -85,13 +86,16 @@ def test_the_layer_check_can_fail(tmp_path):
 
 
 def test_built_wheel_holds_every_module(tmp_path):
+    # Build from a copy: an in-tree build would leave companion/build/ behind.
+    src = tmp_path / "companion"
+    shutil.copytree(ROOT / "companion", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-         str(ROOT / "companion")],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+         str(src)],
         capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    wheel = next(tmp_path.glob("iclr26-*.whl"))
+    wheel = next((tmp_path / "dist").glob("iclr26-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {str(p.relative_to(PKG.parent)) for p in _modules()}
     missing = sorted(expected - names)

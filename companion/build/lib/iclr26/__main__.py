@@ -1,5 +1,0 @@
-import sys
-
-from iclr26.cli import main
-
-sys.exit(main())
