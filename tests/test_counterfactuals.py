@@ -10,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
 from iclr26.counterfactuals import (
+    Counterfactuals,
     baseline_shapley,
     exhaustive_min_edits,
     growing_spheres_cf,
@@ -149,3 +150,108 @@ def test_exhaustive_min_edits(toy):
         exhaustive_min_edits(None, X, Q)
     with pytest.raises(ValueError, match="max_features"):
         exhaustive_min_edits(valid, X, Q, max_features=1)
+
+
+def test_generators_return_named_counterfactuals_that_unpack(toy):
+    X, pool, model = toy["neg"], toy["X"], toy["rf"]
+    out = nearest_target_cf(model, X, pool)
+    assert isinstance(out, Counterfactuals) and out._fields == ("rows", "valid")
+    R, ok = out
+    assert R is out.rows and ok is out.valid and out.valid.dtype == bool
+
+
+@pytest.mark.parametrize("gen", [growing_spheres_cf, sample_target_cf, random_subset_cf])
+def test_seed_is_an_int_or_a_generator_with_the_same_stream(toy, gen):
+    X, pool, model = toy["neg"], toy["X"], toy["rf"]
+    args = (model, X) if gen is growing_spheres_cf else (model, X, pool)
+    by_int = gen(*args, seed=3)
+    by_gen = gen(*args, seed=np.random.default_rng(3))
+    by_np_int = gen(*args, seed=np.int64(3))
+    for other in (by_gen, by_np_int):
+        np.testing.assert_array_equal(by_int.rows, other.rows)
+    g = np.random.default_rng(3)  # a generator threaded through two calls: the second call continues the stream
+    first, second = gen(*args, seed=g), gen(*args, seed=g)
+    np.testing.assert_array_equal(first.rows, by_int.rows)
+    if gen is sample_target_cf:
+        assert not np.array_equal(second.rows, first.rows)
+
+
+def test_baseline_shapley_seed_generator_matches_int(toy):
+    f = lambda H: positive_proba(toy["lr"], H)
+    X, B = toy["neg"][:3], toy["X"][-3:]
+    a = baseline_shapley(f, X, B, exact_max=0, n_permutations=8, seed=5)
+    b = baseline_shapley(f, X, B, exact_max=0, n_permutations=8, seed=np.random.default_rng(5))
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="seed"):
+        baseline_shapley(f, X, B, seed=1.5)  # checked even where the exact path needs no randomness
+
+
+def _record_devices(monkeypatch):
+    """Wrap torch_logit so that the test sees which device wachter_cf optimises on."""
+    import iclr26.counterfactuals as cf
+
+    seen = []
+    real = cf.torch_logit
+
+    def spy(model, device="cpu"):
+        f = real(model, device)
+        return lambda x: seen.append(x.device) or f(x)
+
+    monkeypatch.setattr(cf, "torch_logit", spy)
+    return seen
+
+
+def test_wachter_cf_runs_on_the_device_it_is_given(toy, monkeypatch):
+    X = toy["neg"][:4]
+    reference = wachter_cf(toy["mlp"], X, steps=20, rounds=2)
+    seen = _record_devices(monkeypatch)
+    devices = ["cpu", torch.device("cpu")] + ([] if torch.cuda.is_available() else ["auto"])  # "auto": the CPU here
+    for device in devices:
+        seen.clear()
+        R, ok = wachter_cf(toy["mlp"], X, steps=20, rounds=2, device=device)
+        assert seen and all(d == torch.device("cpu") for d in seen)
+        np.testing.assert_array_equal(R, reference.rows)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_wachter_cf_runs_on_cuda_and_agrees_with_the_cpu(toy, monkeypatch):
+    X = toy["neg"][:4]
+    cpu = wachter_cf(toy["mlp"], X, steps=20, rounds=2)
+    seen = _record_devices(monkeypatch)
+    gpu = wachter_cf(toy["mlp"], X, steps=20, rounds=2, device="cuda")
+    assert seen and all(d.type == "cuda" for d in seen)
+    assert isinstance(gpu.rows, np.ndarray)
+    np.testing.assert_allclose(gpu.rows, cpu.rows, atol=1e-6)
+    logit = torch_logit(toy["lr"], "cuda")
+    assert logit(torch.zeros(2, 4, dtype=torch.float64, device="cuda")).device.type == "cuda"
+
+
+def test_wachter_cf_bad_device_and_numbers(toy):
+    X = toy["neg"][:2]
+    with pytest.raises(ValueError, match="device"):
+        wachter_cf(toy["lr"], X, device="tpu9")
+    with pytest.raises(TypeError, match="device"):
+        wachter_cf(toy["lr"], X, device=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            wachter_cf(toy["lr"], X, device="cuda")
+    with pytest.raises(TypeError, match="steps must be an int"):
+        wachter_cf(toy["lr"], X, steps=10.0)
+    with pytest.raises(TypeError, match="lr must be a number"):
+        wachter_cf(toy["lr"], X, lr="0.1")
+    with pytest.raises(ValueError, match="margin must be a finite number"):
+        wachter_cf(toy["lr"], X, margin=float("nan"))
+    with pytest.raises(ValueError, match="device"):
+        torch_logit(toy["lr"], "tpu9")
+
+
+def test_int_arguments_take_numpy_ints(toy):
+    X, pool = toy["neg"][:3], toy["X"]
+    R, ok = random_subset_cf(toy["rf"], X, pool, n_tries=np.int64(20), seed=0)
+    assert R.shape == X.shape
+    with pytest.raises(TypeError, match="n_tries must be an int"):
+        random_subset_cf(toy["rf"], X, pool, n_tries=20.0)
+    f = lambda H: positive_proba(toy["lr"], H)
+    assert baseline_shapley(f, X, pool[:3], exact_max=np.int64(4)).shape == X.shape
+    with pytest.raises(TypeError, match="max_features must be an int"):
+        exhaustive_min_edits(lambda H: predict_target(toy["rf"], H), X, X, max_features=2.0)

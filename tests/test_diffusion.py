@@ -7,7 +7,10 @@ import pytest
 import torch
 
 from iclr26.diffusion import (
+    AlphaSigma,
+    Noised,
     NoiseSchedule,
+    PrecisionRecall,
     ddim_sample,
     ddpm_sample,
     empirical_score,
@@ -25,7 +28,6 @@ from iclr26.diffusion import (
     q_sample,
     score_loss,
 )
-from iclr26.hf import image_features
 
 
 def _gmm(K=3, d=2, scale=0.2, seed=0):  # noqa: N803
@@ -153,8 +155,10 @@ def test_eps_loss_and_samplers_run_and_validate():
         ddim_sample(model, (2, 1, 2, 2), sched, steps=50)
     with pytest.raises(ValueError):
         ddim_sample(model, (2, 1, 2, 2), sched, eta=2.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="shape"):
         ddpm_sample(model, [2, 2], sched)
+    with pytest.raises(ValueError, match=r"shape\[1\]"):
+        ddpm_sample(model, (2, 0), sched)
     with pytest.raises(ValueError):
         eps_loss(model, x0, sched, reduction="sum")
 
@@ -235,42 +239,56 @@ def test_improved_precision_recall_bad_input():
         improved_precision_recall(np.full((5, 2), np.nan), a)
 
 
-@pytest.fixture(scope="module")
-def tiny_dinov2(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                                    image_size=32, patch_size=8)
-    path = tmp_path_factory.mktemp("dinov2_tiny")
-    transformers.Dinov2Model(cfg).save_pretrained(path)
-    return path
+def test_pairs_are_named_tuples_that_unpack():
+    ab = ou_alpha_sigma(1.0)
+    assert isinstance(ab, AlphaSigma) and ab._fields == ("alpha", "sigma")
+    a, s = ab
+    assert a is ab.alpha and s is ab.sigma and torch.allclose(a**2 + s**2, torch.ones(()))
+    x0 = torch.randn(3, 2)
+    for out in (ou_noise(x0, 0.5), q_sample(x0, 2, make_schedule(5))):
+        assert isinstance(out, Noised) and out._fields == ("x", "noise")
+        x, eps = out
+        assert x.shape == eps.shape == x0.shape and x is out.x
+    real = np.random.default_rng(0).normal(size=(20, 3))
+    pr = improved_precision_recall(real, real + 0.01)
+    assert isinstance(pr, PrecisionRecall) and pr._fields == ("precision", "recall")
+    p, r = pr
+    assert (p, r) == (pr.precision, pr.recall)
 
 
-def test_hub_image_features_loads_a_local_model(tiny_dinov2):
-    g = torch.Generator().manual_seed(0)
-    imgs = torch.rand(5, 3, 16, 16, generator=g) * 2 - 1  # [-1, 1], resized to the config's 32×32
-    f = image_features(imgs, tiny_dinov2, batch_size=2)
-    assert f.shape == (5, 32) and f.dtype == torch.float32 and bool(torch.isfinite(f).all())
-    # batching does not change the features; [0, 1] input with value_range=(0, 1) gives the same features
-    assert torch.allclose(f, image_features(imgs, str(tiny_dinov2), batch_size=5), atol=1e-5)
-    assert torch.allclose(f, image_features((imgs + 1) / 2, tiny_dinov2, value_range=(0, 1)), atol=1e-5)
-    # grayscale is repeated to RGB; an explicit image size is honoured (DINOv2 interpolates its position embeddings)
-    gray = image_features(imgs[:, :1], tiny_dinov2)
-    assert torch.allclose(gray, image_features(imgs[:, :1].expand(-1, 3, -1, -1), tiny_dinov2), atol=1e-5)
-    assert image_features(imgs, tiny_dinov2, image_size=24).shape == (5, 32)
-
-
-def test_hub_image_features_bad_input(tiny_dinov2):
-    imgs = torch.zeros(2, 3, 8, 8)
-    with pytest.raises(TypeError, match="images"):
-        image_features(imgs.numpy(), tiny_dinov2)
-    with pytest.raises(ValueError, match="images"):
-        image_features(torch.zeros(2, 2, 8, 8), tiny_dinov2)
-    with pytest.raises(ValueError, match="images"):
-        image_features(torch.zeros(3, 8, 8), tiny_dinov2)
-    with pytest.raises(TypeError, match="model_name_or_path"):
-        image_features(imgs, 3)
-    with pytest.raises(ValueError, match="batch_size"):
-        image_features(imgs, tiny_dinov2, batch_size=0)
-    with pytest.raises(ValueError, match="value_range"):
-        image_features(imgs, tiny_dinov2, value_range=(1, 0))
+def test_numpy_scalars_are_numbers_and_wrong_types_are_type_errors():
+    sched = make_schedule(np.int64(10), beta_start=np.float64(1e-4), beta_end=np.float32(0.02))
+    assert torch.allclose(sched.betas, make_schedule(10).betas)
+    a, s = ou_alpha_sigma(np.float32(0.5))
+    assert torch.allclose(a, ou_alpha_sigma(0.5).alpha)
+    x0 = torch.randn(2, 1, 2, 2)
+    assert q_sample(x0, np.int64(3), sched).x.shape == x0.shape
+    model = lambda x, k: torch.zeros_like(x)
+    assert ddim_sample(model, (np.int64(2), 1, 2, 2), sched, steps=np.int64(3), eta=np.float64(0.5)).shape == x0.shape
+    assert ddpm_sample(model, (2, 1, 2, 2), sched, device=torch.device("cpu")).shape == x0.shape
+    with pytest.raises(TypeError, match="T must be an int"):
+        make_schedule(10.0)
+    with pytest.raises(TypeError, match="steps must be an int"):
+        ddim_sample(model, (2, 1, 2, 2), sched, steps=3.0)
+    with pytest.raises(ValueError, match=r"steps must be an int in \[1, 10\]"):
+        ddim_sample(model, (2, 1, 2, 2), sched, steps=11)
+    with pytest.raises(TypeError, match="eta must be a number"):
+        ddim_sample(model, (2, 1, 2, 2), sched, steps=3, eta="0")
+    with pytest.raises(TypeError, match=r"shape\[0\] must be an int"):
+        ddpm_sample(model, (2.0, 1), sched)
+    with pytest.raises(ValueError, match="clip_x0"):
+        ddpm_sample(model, (2, 1), sched, clip_x0=0.0)
+    with pytest.raises(ValueError, match="device"):
+        ddpm_sample(model, (2, 1), sched, device="tpu9")
+    with pytest.raises(TypeError, match="beta_start must be a number"):
+        make_schedule(10, beta_start="1e-4")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        make_schedule(10, kind="quadratic")
+    with pytest.raises(TypeError, match="n must be an int"):
+        gmm_sample(4.0, *_gmm())
+    with pytest.raises(TypeError, match="chunk must be an int"):
+        improved_precision_recall(np.zeros((5, 2)), np.ones((5, 2)), chunk=8.0)
+    with pytest.raises(TypeError, match="threshold must be a number"):
+        memorized_fraction(torch.zeros(2, 2), torch.randn(3, 2), threshold="1/3")
+    with pytest.raises(TypeError, match="stochastic must be a bool"):
+        ou_sample(lambda x, t: x, torch.zeros(2, 2), torch.tensor([0.5, 0.1]), stochastic=1)

@@ -62,3 +62,21 @@ def test_garden_path_alignment():
 def test_bad_input(make, err, match):
     with pytest.raises(err, match=match):
         make()
+
+
+def test_seeds_are_ints_or_generators_with_the_same_stream():
+    a, b = TopicLanguage(seed=3), TopicLanguage(seed=np.random.default_rng(3))
+    np.testing.assert_array_equal(a.emission, b.emission)
+    assert np.array_equal(a.emission, TopicLanguage(n_topics=np.int64(4), words_per_topic=np.int64(8), seed=3).emission)
+    s1, s2 = a.sample(4, 10, seed=5), a.sample(np.int64(4), np.int64(10), seed=np.random.default_rng(5))
+    assert torch.equal(s1.tokens, s2.tokens) and torch.equal(s1.topic, s2.topic)
+    g1, g2 = a.garden_path(3, seed=7), a.garden_path(3, seed=np.random.default_rng(7))
+    assert torch.equal(g1.tokens, g2.tokens) and torch.equal(g1.control, g2.control)
+    g = np.random.default_rng(1)  # one generator threaded through two calls gives two different batches
+    assert not torch.equal(a.sample(4, 10, seed=g).tokens, a.sample(4, 10, seed=g).tokens)
+    with pytest.raises(TypeError, match="seed"):
+        TopicLanguage(seed=1.0)
+    with pytest.raises(TypeError, match="seed"):
+        a.sample(4, 10, seed="x")
+    with pytest.raises(TypeError, match="ambiguity_bias must be a number"):
+        TopicLanguage(ambiguity_bias="4")

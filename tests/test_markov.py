@@ -38,18 +38,33 @@ def test_samples_match_the_entropy_rate():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="vocab_size must be >= 2"):
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 2"):
         MarkovLanguage(vocab_size=1)
     with pytest.raises(TypeError, match="order must be an int"):
         MarkovLanguage(vocab_size=4, order=1.5)
-    with pytest.raises(ValueError, match="concentration must be a positive"):
+    with pytest.raises(ValueError, match="concentration must be a number > 0"):
         MarkovLanguage(vocab_size=4, concentration=0.0)
     with pytest.raises(ValueError, match="backoff must be a number in"):
         MarkovLanguage(vocab_size=4, backoff=1.0)
     with pytest.raises(ValueError, match="too many"):
         MarkovLanguage(vocab_size=300, order=2)
     lang = MarkovLanguage(vocab_size=4, order=2)
-    with pytest.raises(ValueError, match="seq_len must be >= 3"):
+    with pytest.raises(ValueError, match="seq_len must be an int >= 3"):
         lang.sample(2, 2)
-    with pytest.raises(ValueError, match="n_seq must be >= 1"):
+    with pytest.raises(ValueError, match="n_seq must be an int >= 1"):
         lang.sample(0, 5)
+
+
+def test_seeds_are_ints_or_generators_with_the_same_stream():
+    a = MarkovLanguage(vocab_size=5, order=2, backoff=0.3, seed=2)
+    b = MarkovLanguage(vocab_size=np.int64(5), order=np.int64(2), backoff=0.3, seed=np.random.default_rng(2))
+    np.testing.assert_array_equal(a.transition, b.transition)
+    assert a.seed == 2 and isinstance(b.seed, np.random.Generator)
+    assert torch.equal(a.sample(3, 8, seed=4), a.sample(np.int64(3), np.int64(8), seed=np.random.default_rng(4)))
+    assert torch.equal(a.sample(3, 8, seed=np.int64(4)), a.sample(3, 8, seed=4))
+    with pytest.raises(TypeError, match="seed"):
+        MarkovLanguage(vocab_size=4, seed=0.5)
+    with pytest.raises(ValueError, match="seed"):
+        a.sample(3, 8, seed=-1)
+    with pytest.raises(TypeError, match="concentration must be a number"):
+        MarkovLanguage(vocab_size=4, concentration="0.3")

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -122,19 +123,23 @@ def test_bad_inputs():
         make_optimizer("adamw", "model")
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         make_optimizer("adamw", model, momentum=0.9)
-    with pytest.raises(ValueError, match="lr must be > 0"):
+    with pytest.raises(ValueError, match="lr must be a number > 0"):
         make_optimizer("adamw", model, lr=-1.0)
     with pytest.raises(ValueError, match="lr must be a finite number"):
         make_optimizer("lion", model, lr=float("nan"))
-    with pytest.raises(ValueError, match="betas must be a pair"):
+    with pytest.raises(ValueError, match=r"betas\[1\] must be a number in \[0.0, 1.0\)"):
         make_optimizer("adamw", model, betas=(0.9, 1.0))
-    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+    with pytest.raises(ValueError, match="betas must be a pair"):
+        make_optimizer("adamw", model, betas=(0.9, 0.95, 0.99))
+    with pytest.raises(TypeError, match="betas must be a pair"):
+        make_optimizer("adamw", model, betas=0.9)
+    with pytest.raises(ValueError, match="weight_decay must be a number >= 0"):
         make_optimizer("muon", model, weight_decay=-0.1)
-    with pytest.raises(ValueError, match="momentum must be in"):
+    with pytest.raises(ValueError, match="momentum must be a number in"):
         make_optimizer("muon", model, momentum=1.5)
     with pytest.raises(ValueError, match="adjust_lr_fn"):
         make_optimizer("muon", model, adjust_lr_fn="rms")
-    with pytest.raises(ValueError, match="cautious must be a bool"):
+    with pytest.raises(TypeError, match="cautious must be a bool"):
         make_optimizer("lion", model, cautious=1)
     with pytest.raises(ValueError, match="no trainable parameters"):
         make_optimizer("adamw", nn.Identity())
@@ -144,3 +149,20 @@ def test_bad_inputs():
         split_parameters(model, is_embedding="W_E")
     with pytest.raises(TypeError, match="opts must be a list"):
         describe("adamw")
+
+
+def test_numpy_scalars_are_accepted_and_wrong_types_are_type_errors():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    opts = make_optimizer("muon", model, lr=np.float64(0.02), ns_steps=np.int64(3), nesterov=np.bool_(False),
+                          adam_betas=(np.float32(0.9), 0.95))
+    assert opts[0].param_groups[0]["ns_steps"] == 3 and opts[0].param_groups[0]["nesterov"] is False
+    for kwargs, match in (
+        (dict(ns_steps=3.0), "ns_steps must be an int"),
+        (dict(lr="0.02"), "lr must be a number"),
+        (dict(momentum=None), "momentum must be a number"),
+        (dict(nesterov="yes"), "nesterov must be a bool"),
+    ):
+        with pytest.raises(TypeError, match=match):
+            make_optimizer("muon", model, **kwargs)
+    with pytest.raises(ValueError, match="pre_conditioner_update_probability"):
+        make_optimizer("kron", model, pre_conditioner_update_probability=0.0)

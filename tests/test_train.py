@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from iclr26.runtime import seed_everything
-from iclr26.train import fit, load_checkpoint, lr_multiplier, save_checkpoint
+from iclr26.train import fit, load_checkpoint, lr_multiplier, next_token_loss, save_checkpoint
 
 
 def _problem(seed=0):
@@ -183,3 +183,129 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
             assert torch.equal(torch.as_tensor(saved[k][key]), torch.as_tensor(loaded[k][key])), f"optimizer {key}"
     with pytest.raises(ValueError, match="optimizer"):
         load_checkpoint(path, model, [])
+
+
+# ------------------------------------------------------------------------------------------------ next_token_loss
+def _bigram(vocab=7, seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Embedding(vocab, vocab)  # logits for the next token from the current one: (batch, seq, vocab)
+
+
+def test_next_token_loss_is_the_mean_over_scored_positions():
+    model = _bigram()
+    tokens = torch.randint(7, (3, 9), generator=torch.Generator().manual_seed(1))
+    logp = torch.log_softmax(model(tokens), -1)
+    for skip in (0, 1, 4, 7):
+        terms = [-logp[b, t, tokens[b, t + 1]] for b in range(3) for t in range(skip, 8)]
+        expected = torch.stack(terms).mean()
+        for feed_last in (False, True):
+            got = next_token_loss(model, tokens, skip, feed_last=feed_last)
+            torch.testing.assert_close(got, expected)
+    assert next_token_loss(model, tokens, 1) != next_token_loss(model, tokens, 0)  # skip changes what is scored
+
+
+def test_next_token_loss_reproduces_the_chapters_definitions_bitwise():
+    """skip=0 is temporal_sae's old lm_loss, skip=k-1 with feed_last optimizer_benchmark's: same bits, same grads."""
+    from iclr26.models import TinyTransformer, TransformerConfig
+
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=16, n_ctx=16, d_model=24, n_layers=1, n_heads=4, d_mlp=96))
+    tokens = torch.randint(16, (32, 16), generator=torch.Generator().manual_seed(2))
+
+    def temporal_sae_lm_loss(m, tok):
+        logits = m(tok[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
+
+    def optimizer_benchmark_lm_loss(m, tok, k):
+        logits = m(tok)
+        return torch.nn.functional.cross_entropy(logits[:, k - 1 : -1].reshape(-1, logits.shape[-1]),
+                                                 tok[:, k:].reshape(-1))
+
+    def value_and_grads(fn):
+        model.zero_grad()
+        loss = fn()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    for old, new in [
+        (lambda: temporal_sae_lm_loss(model, tokens), lambda: next_token_loss(model, tokens)),
+        (
+            lambda: optimizer_benchmark_lm_loss(model, tokens, 2),
+            lambda: next_token_loss(model, tokens, 1, feed_last=True),
+        ),
+        (lambda: optimizer_benchmark_lm_loss(model, tokens, 1), lambda: next_token_loss(model, tokens, feed_last=True)),
+    ]:
+        (a, ga), (b, gb) = value_and_grads(old), value_and_grads(new)
+        assert torch.equal(a, b) and all(torch.equal(x, y) for x, y in zip(ga, gb))
+
+
+def test_next_token_loss_trains_with_fit():
+    model = _bigram(5)
+    seq = torch.arange(40).remainder(5)[None].repeat(8, 1)  # 0 1 2 3 4 0 1 ...: the next token is determined
+    hist = fit(model, next_token_loss, lambda step: seq, torch.optim.Adam(model.parameters(), lr=0.1), steps=60,
+               log_every=10, progress=False)
+    assert hist["loss"].iloc[-1] < 0.1 < hist["loss"].iloc[0]
+
+
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda m, t: next_token_loss("model", t), TypeError, "model"),
+        (lambda m, t: next_token_loss(m, t.float()), TypeError, "tokens"),
+        (lambda m, t: next_token_loss(m, t.bool()), TypeError, "tokens"),
+        (lambda m, t: next_token_loss(m, t.tolist()), TypeError, "tokens"),
+        (lambda m, t: next_token_loss(m, t[0]), ValueError, "tokens"),
+        (lambda m, t: next_token_loss(m, t, skip=-1), ValueError, "skip"),
+        (lambda m, t: next_token_loss(m, t, skip=1.0), TypeError, "skip"),
+        (lambda m, t: next_token_loss(m, t, skip=5), ValueError, "skip"),
+        (lambda m, t: next_token_loss(m, t[:, :1]), ValueError, "positions"),
+        (lambda m, t: next_token_loss(m, t, feed_last=1), TypeError, "feed_last"),
+        (lambda m, t: next_token_loss(lambda x: m(x)[:, :-1], t), ValueError, "logits"),
+        (lambda m, t: next_token_loss(lambda x: m(x).sum(-1), t), ValueError, "logits"),
+        (lambda m, t: next_token_loss(lambda x: (m(x),), t), ValueError, "logits"),
+    ],
+)
+def test_next_token_loss_bad_input(make, err, match):
+    model, tokens = _bigram(), torch.randint(7, (2, 6))
+    with pytest.raises(err, match=match):
+        make(model, tokens)
+
+
+def test_load_checkpoint_returns_a_named_pair_and_integer_arguments_take_numpy_ints(tmp_path):
+    import numpy as np
+
+    from iclr26.train import Checkpoint
+
+    model, batches, loss_fn, _ = _problem()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    hist = fit(model, loss_fn, batches, opt, steps=np.int64(4), warmup=np.int64(2), log_every=np.int64(2),
+               schedule="warmup_cosine", clip=np.float64(1.0), progress=False)
+    assert list(hist["step"]) == [2, 4]
+    path = save_checkpoint(tmp_path / "c.safetensors", model, [opt], step=np.int64(4), history=[{"step": 4}])
+    out = load_checkpoint(path, model, [opt])
+    assert isinstance(out, Checkpoint) and out._fields == ("step", "history")
+    step, history = out
+    assert (step, history) == (out.step, out.history) == (4, [{"step": 4}])
+    assert lr_multiplier(np.int64(3), np.int64(10), warmup=np.int64(5)) == pytest.approx(4 / 5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(steps=10.0), TypeError, "steps must be an int"),
+        (dict(steps=10, warmup=1.5), TypeError, "warmup must be an int"),
+        (dict(steps=10, log_every=2.0), TypeError, "log_every must be an int"),
+        (dict(steps=10, eval_fn=lambda m: {}, eval_every=0), ValueError, "eval_every must be an int >= 1"),
+        (dict(steps=10, clip="1"), TypeError, "clip must be a number"),
+        (dict(steps=10, decay_frac=1.5), ValueError, "decay_frac must be a number in"),
+        (dict(time_budget="1s"), TypeError, "time_budget must be a number"),
+        (dict(steps=10, schedule=3), TypeError, "schedule must be one of"),
+        (dict(steps=10, progress=1), TypeError, "progress must be a bool"),
+        (dict(steps=10, checkpoint="c.st", checkpoint_every=2.0), TypeError, "checkpoint_every must be an int"),
+    ],
+)
+def test_fit_argument_types(kwargs, err, match):
+    model, batches, loss_fn, _ = _problem()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with pytest.raises(err, match=match):
+        fit(model, loss_fn, batches, opt, **kwargs)

@@ -1,9 +1,16 @@
 """Unit tests of iclr26.models (fast: tiny models only)."""
 
+import copy
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
 from iclr26.models import MLP, TinyTransformer, TransformerConfig
+from iclr26.models.transformer import sdpa
 
 
 def tiny(**kw) -> TinyTransformer:
@@ -134,19 +141,49 @@ def test_attn_mask_and_grad():
         (dict(d_model=10, n_heads=4), "d_head"),
         (dict(act="tanh"), "act"),
         (dict(attn_alpha=1.5), "attn_alpha"),
+        (dict(attn_alpha=float("nan")), "attn_alpha"),
         (dict(positional="rotary"), "positional"),
         (dict(vocab_size=0), "vocab_size"),
-        (dict(n_layers=1.0), "n_layers"),
-        (dict(layernorm="no"), "layernorm"),
+        (dict(d_head=0), "d_head"),
         (dict(attn_uniform="sum"), "attn_uniform"),
         (dict(init_std=-1.0), "init_std"),
+        (dict(init_std=0.0), "init_std"),
     ],
 )
-def test_bad_config(kw, field):
+def test_bad_config_value(kw, field):
     base = dict(vocab_size=11, n_ctx=4, d_model=16, n_heads=2)
     base.update(kw)
     with pytest.raises(ValueError, match=field):
         TransformerConfig(**base)
+
+
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        (dict(n_layers=1.0), "n_layers"),
+        (dict(vocab_size=True), "vocab_size"),
+        (dict(d_head="4"), "d_head"),
+        (dict(attn_alpha="1"), "attn_alpha"),
+        (dict(attn_alpha=True), "attn_alpha"),
+        (dict(layernorm="no"), "layernorm"),
+        (dict(causal=1), "causal"),
+        (dict(fast_attention=None), "fast_attention"),
+        (dict(init_std="big"), "init_std"),
+    ],
+)
+def test_bad_config_type(kw, field):
+    base = dict(vocab_size=11, n_ctx=4, d_model=16, n_heads=2)
+    base.update(kw)
+    with pytest.raises(TypeError, match=field):
+        TransformerConfig(**base)
+
+
+def test_config_accepts_numpy_scalars():
+    cfg = TransformerConfig(vocab_size=np.int64(11), n_ctx=np.int32(4), d_model=np.int64(16), n_heads=np.int64(2),
+                            attn_alpha=np.float32(0.5), layernorm=np.bool_(False), init_std=np.float64(0.1))
+    assert type(cfg.vocab_size) is int and type(cfg.d_head) is int and cfg.d_head == 8
+    assert type(cfg.attn_alpha) is float and cfg.layernorm is False and cfg.init_std == pytest.approx(0.1)
+    assert TinyTransformer(cfg)(tokens(v=11)).shape == (3, 4, 11)
 
 
 def test_bad_inputs():
@@ -174,8 +211,11 @@ def test_mlp():
     assert out.shape == (4, 3)
     assert set(cache) == {"layers.0.pre", "layers.0.post", "layers.1.pre", "layers.1.post"}
     torch.testing.assert_close(out, mlp(x))
-    for bad in ([6], [6, 0, 3], "63", [6, 2.0]):
+    for bad in ([6], [6, 0, 3]):
         with pytest.raises(ValueError, match="sizes"):
+            MLP(bad)
+    for bad in ("63", [6, 2.0]):
+        with pytest.raises(TypeError, match="sizes"):
             MLP(bad)
     with pytest.raises(ValueError, match="act"):
         MLP([2, 2], act="sigmoid")
@@ -222,3 +262,162 @@ def test_last_only_equals_the_last_position_of_the_full_forward(extra):
 def test_last_only_must_be_a_bool():
     with pytest.raises(TypeError, match="last_only"):
         tiny()(tokens(), last_only=1)
+
+
+# ------------------------------------------------------------------------------------ the attention fast path
+def _pair(dtype=torch.float64, **kw):
+    """The same model twice: the fast path (default) and the explicit one."""
+    fast = tiny(n_ctx=6, **kw).to(dtype)
+    explicit = copy.deepcopy(fast)
+    explicit.cfg.fast_attention = False  # the copy's blocks share its config
+    assert fast.cfg.fast_attention and explicit.blocks[0].attn.explicit
+    return fast, explicit
+
+
+# rows 1 and 3 have no allowed key; the last row keeps two (so last_only sees a real mix)
+HOLES = torch.tensor([[1, 0, 1, 0, 1, 0], [0] * 6, [1, 1, 0, 0, 1, 1], [0] * 6, [1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 1]],
+                     dtype=torch.bool)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)], ids=["f64", "f32"])
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("uniform", ["mean", "ones"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("mask", [None, "holes", "batch"])
+@pytest.mark.parametrize("last_only", [False, True], ids=["all", "last"])
+def test_fast_attention_equals_the_explicit_path(dtype, tol, alpha, uniform, causal, mask, last_only):
+    fast, explicit = _pair(dtype, attn_alpha=alpha, attn_uniform=uniform, causal=causal, attn_bias=True)
+    x = tokens(b=3, s=6)
+    if mask == "holes":
+        mask = HOLES
+    elif mask == "batch":  # one mask per sequence: the first is all False, the others random
+        mask = torch.rand(3, 6, 6, generator=torch.Generator().manual_seed(2)) < 0.5
+        mask[0] = False
+    outs, grads = [], []
+    for model in (fast, explicit):
+        out = model(x, attn_mask=mask, last_only=last_only)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    assert torch.isfinite(outs[0]).all()
+    torch.testing.assert_close(outs[0], outs[1], rtol=tol, atol=tol)
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        g_fast, g_explicit = grads[0][name], grads[1][name]
+        if g_explicit is None:  # α = 0: W_Q and W_K take no part in either path
+            assert g_fast is None and alpha == 0.0 and (".W_Q." in name or ".W_K." in name), name
+            continue
+        assert torch.isfinite(g_fast).all(), name
+        torch.testing.assert_close(g_fast, g_explicit, rtol=tol, atol=tol, msg=name)
+
+
+def test_fast_attention_equals_explicit_for_embeds_and_d_head():
+    fast, explicit = _pair(d_head=5, n_heads=3, attn_alpha=0.7)
+    e = torch.randn(2, 6, 16, dtype=torch.float64)
+    torch.testing.assert_close(fast(embeds=e), explicit(embeds=e), rtol=1e-12, atol=1e-12)
+
+
+def _count_sdpa(monkeypatch):
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    return calls
+
+
+def test_fast_path_is_taken_unless_a_hook_wants_the_attention(monkeypatch):
+    model = tiny()  # two layers
+    x = tokens()
+    calls = _count_sdpa(monkeypatch)
+    model(x)
+    assert len(calls) == 2 and not model.blocks[0].attn.explicit
+    calls.clear()
+    _, cache = model.run_with_cache(x, names=["blocks.0.resid_post", "blocks.1.mlp.pre", "blocks.1.attn_out"])
+    assert len(calls) == 2  # hooks outside the attention keep the fast path
+    for hook in ("scores", "pattern", "head_out"):
+        calls.clear()
+        _, cache = model.run_with_cache(x, names=[f"blocks.1.attn.{hook}"])
+        assert len(calls) == 1 and f"blocks.1.attn.{hook}" in cache  # layer 0 fast, layer 1 explicit
+        calls.clear()
+        with model.hooks({f"blocks.0.attn.{hook}": lambda t, n: None}):
+            assert model.blocks[0].attn.explicit and not model.blocks[1].attn.explicit
+            model(x)
+        assert len(calls) == 1
+    calls.clear()
+    handle = model.blocks[0].attn.hook_pattern.register_forward_hook(lambda m, i, o: None)
+    model(x)
+    handle.remove()
+    assert len(calls) == 1  # a plain torch hook on the point counts too
+    calls.clear()
+    tiny(fast_attention=False)(x)
+    tiny(attn_alpha=0.0)(x)  # constant attention: no softmax at all
+    assert calls == []
+
+
+def test_fast_path_patching_the_pattern_still_works():
+    model = tiny(causal=False)
+    x = tokens()
+    eye = torch.eye(4).expand(3, 2, 4, 4)
+    with model.hooks({"blocks.0.attn.pattern": lambda t, n: eye, "blocks.1.attn.pattern": lambda t, n: eye}):
+        patched = model(x)
+    torch.testing.assert_close(model(x, attn_mask=torch.eye(4, dtype=torch.bool)), patched)
+
+
+def test_sdpa_inside_vmap_equals_the_fused_kernel():
+    from torch.func import vmap
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 2, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.rand(5, 5, generator=g) < 0.7
+    mask[:, 0] = True
+    for kw in (dict(), dict(is_causal=True), dict(attn_mask=mask)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "batching rule not implemented" fallback
+            batched = vmap(lambda a, b, c, kw=kw: sdpa(a, b, c, **kw))(q, k, v)
+        torch.testing.assert_close(batched, torch.stack([sdpa(q[i], k[i], v[i], **kw) for i in range(3)]))
+
+
+# ------------------------------------------------------------------------------------ tools/bench_attention.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+
+def test_attention_speed_small_shape():
+    from bench_attention import attention_speed
+
+    res = attention_speed(steps=2, warmup=1, shape=dict(d_model=16, n_heads=2, seq_len=8, batch=2, n_layers=1))
+    assert set(res["tokens_per_s"]) == {"fast", "explicit"}
+    assert res["speedup"] == pytest.approx(res["tokens_per_s"]["fast"] / res["tokens_per_s"]["explicit"])
+    assert res["max_abs_diff"]["loss"] < 1e-4 and res["max_abs_diff"]["grad"] < 1e-4
+    assert res["config"]["d_model"] == 16 and res["config"]["steps"] == 2
+
+
+def test_attention_speed_rejects_bad_arguments():
+    from bench_attention import attention_speed
+
+    with pytest.raises(TypeError, match="steps"):
+        attention_speed(steps=2.5)
+    with pytest.raises(ValueError, match="warmup"):
+        attention_speed(warmup=-1)
+    with pytest.raises(ValueError, match="shape"):
+        attention_speed(shape=dict(heads=3))
+    with pytest.raises(TypeError, match="shape"):
+        attention_speed(shape=[1, 2])
+
+
+def test_reproducibility_page_shows_the_attention_speed(tmp_path):
+    from reproducibility import write_page
+
+    bench = {"date": "2026-12-03", "machine": "2 CPU cores", "runs": [], "attention_speed": {
+        "tokens_per_s": {"fast": 1234.0, "explicit": 800.0}, "speedup": 1.5425, "max_abs_diff": {"grad": 2.2e-8},
+        "config": {"d_model": 768, "n_heads": 12, "n_layers": 1, "seq_len": 512, "batch": 2, "attn_alpha": 1.0,
+                   "threads": 2, "warmup": 1, "steps": 4}}}
+    text = write_page([bench], tmp_path / "r.md", source="test").read_text()
+    assert "## Attention fast path" in text and "d_model 768, 12 heads" in text
+    assert "(no hook on the attention) | 1,234 |" in text and "| 800 |" in text
+    assert "**1.54×**" in text and "2.2e-08" in text
+    bench["attention_speed"] = None  # `--skip-attention`: no section
+    assert "Attention fast path" not in write_page([bench], tmp_path / "r.md", source="test").read_text()

@@ -5,7 +5,7 @@ in every chapter's header.
 
     python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
     python tools/bench.py --only influential_sets --scales ci
-    python tools/bench.py --fit-only --skip-sae
+    python tools/bench.py --fit-only --skip-sae --skip-attention
     python tools/bench.py --pages-only        # re-check the last runs against the manifests, rewrite the pages
 
 Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
@@ -31,6 +31,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+from bench_attention import attention_speed  # noqa: E402
 from bench_sae import sae_speed  # noqa: E402
 from headers import update_headers  # noqa: E402
 from reproducibility import write_page  # noqa: E402
@@ -176,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-only", action="store_true")
     parser.add_argument("--skip-sae", action="store_true", help="skip the TopK SAE training-speed benchmark")
+    parser.add_argument(
+        "--skip-attention", action="store_true", help="skip the attention fast-path benchmark (TinyTransformer)"
+    )
     parser.add_argument("--out", default=str(ROOT / "_build" / "bench.json"))
     parser.add_argument(
         "--pages-only", action="store_true", help="re-render the pages and headers from the last bench file (--out)"
@@ -226,11 +230,20 @@ def main(argv: list[str] | None = None) -> int:
             f"TopK SAE training: fast {tps['fast']:,.0f} tokens/s, dense {tps['dense']:,.0f}, "
             f"hand-written dense {tps['hand_dense']:,.0f} -> fast/dense {sae['ratio_fast_over_dense']:.2f}"
         )
+    attention = None
+    if not args.skip_attention:
+        attention = attention_speed()
+        tps = attention["tokens_per_s"]
+        print(
+            f"TinyTransformer attention: fast {tps['fast']:,.0f} tokens/s, explicit {tps['explicit']:,.0f} "
+            f"-> speedup {attention['speedup']:.2f}"
+        )
     bench = {
         "date": dt.date.today().isoformat(),
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",
         "fit_overhead": overhead,
         "sae_speed": sae,
+        "attention_speed": attention,
         "runs": runs,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

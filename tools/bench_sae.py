@@ -31,7 +31,8 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "companion"))
 
-from iclr26.sae import TopKSAE, _check_int  # noqa: E402
+from iclr26.checks import check_int  # noqa: E402
+from iclr26.sae import TopKSAE  # noqa: E402
 
 CONFIG = {
     "d_in": 256,
@@ -93,8 +94,8 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     Returns ``{"tokens_per_s": {...}, "ratio_fast_over_dense": ..., "config": {...}}`` plus ``final_loss`` (per
     variant: ``fast`` and ``dense`` follow the same trajectory up to rounding) and ``machine``.
     """
-    steps = _check_int(steps, "steps", 1)
-    warmup = _check_int(warmup, "warmup", 0)
+    steps = check_int(steps, "steps", low=1)
+    warmup = check_int(warmup, "warmup", low=0)
     c = CONFIG
     threads_before = torch.get_num_threads()
     torch.set_num_threads(c["threads"])

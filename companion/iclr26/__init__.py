@@ -1,8 +1,10 @@
 """iclr26 — the companion package of the executable book *ICLR 2026, Reproduced*.
 
-Modules: ``runtime`` (device, seeds, scales), ``train`` (the ``fit`` loop), ``claims`` (claims, sanity checks,
-verdicts and glue),
-``plot`` (the figure style), ``cli`` (``python -m iclr26 list | run``); chapters add the building blocks they share.
+The core is flat: ``runtime`` (``setup``: style, device, seed, threads, the scale table), ``train`` (the ``fit`` loop),
+``claims`` (claims, sanity checks, verdicts and glue), ``checks`` (argument checks), ``optim``, ``sweep``, ``metrics``,
+``plot`` and ``cli`` (``python -m iclr26 list | run``). Above it: ``hooks``, the subpackages ``models`` and ``data``,
+``hf`` (real models through transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals``, ``topology``.
+The companion's README maps which module holds what.
 """
 
 from iclr26.claims import (
@@ -25,7 +27,7 @@ from iclr26.claims import (
     verdict,
     verdicts_table,
 )
-from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale
+from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale, setup
 
 __version__ = "0.1.0"
 
@@ -54,4 +56,5 @@ __all__ = [
     "scale_table",
     "seed_everything",
     "select_scale",
+    "setup",
 ]

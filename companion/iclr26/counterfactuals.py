@@ -6,7 +6,8 @@ Shapley machinery it uses, so the chapter can show the method itself (coupling, 
 Conventions: a *model* is a fitted scikit-learn style binary classifier (``predict_proba``); inputs are float
 arrays in the space the model was trained on (the chapter standardises features); the *target* class is 1.
 
-Generators (each returns ``(R, valid)``: one counterfactual row per factual row and whether it flips the model):
+Generators (each returns :class:`Counterfactuals` ``(rows, valid)``: one counterfactual row per factual row and
+whether it flips the model; ``R, valid = generator(...)`` unpacks it):
 
 * :func:`nearest_target_cf` — the nearest pool point (e.g. training rows) that the model puts in the target class;
 * :func:`wachter_cf` — Wachter et al. (2017): gradient descent on ``λ·hinge(logit)² + ‖r − x‖₁`` with λ raised
@@ -29,10 +30,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from itertools import combinations
+from typing import NamedTuple
 
 import numpy as np
 
+from iclr26.checks import as_generator, check_device, check_float, check_int
+from iclr26.runtime import pick_device
+
 __all__ = [
+    "Counterfactuals",
     "positive_proba",
     "predict_target",
     "torch_logit",
@@ -61,23 +67,31 @@ def _as_matrix(X, what: str, d: int | None = None) -> np.ndarray:
     return A
 
 
+def _row_pairs(X, Y, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` and ``Y`` (named ``what``) as matrices of the same shape: one row of ``Y`` per row of ``X``."""
+    X = _as_matrix(X, "X")
+    Y = _as_matrix(Y, what, X.shape[1])
+    if Y.shape[0] != X.shape[0]:
+        raise ValueError(f"{what} must have as many rows as X ({X.shape[0]}), got {Y.shape[0]}")
+    return X, Y
+
+
 def _check_model(model) -> None:
     if not hasattr(model, "predict_proba"):
         raise TypeError(f"model must have predict_proba (a fitted classifier), got {type(model).__name__}")
 
 
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int or numpy Generator, got {type(seed).__name__}")
-    return np.random.default_rng(int(seed))
+class Counterfactuals(NamedTuple):
+    """What every generator returns: ``rows[i]`` is the counterfactual of factual row ``i`` (or, for
+    :func:`sample_target_cf`, an unpaired target-class row) and ``valid[i]`` whether the model puts it in the
+    target class."""
+
+    rows: np.ndarray
+    valid: np.ndarray
 
 
-def _positive_int(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
-    return int(value)
+def _result(model, R: np.ndarray) -> Counterfactuals:
+    return Counterfactuals(R, predict_target(model, R))
 
 
 # ---------------------------------------------------------------------------------------------- model helpers
@@ -92,21 +106,23 @@ def predict_target(model, X) -> np.ndarray:
     return positive_proba(model, X) > 0.5
 
 
-def torch_logit(model) -> Callable:
+def torch_logit(model, device="cpu") -> Callable:
     """A torch function ``x (n, d) -> logit (n,)`` equal to the model's log-odds of class 1.
 
     Supports scikit-learn ``LogisticRegression`` and ``LinearDiscriminantAnalysis`` (binary), ``MLPClassifier``
-    (any hidden activation) and a ``torch.nn.Module`` that already returns logits.
+    (any hidden activation) and a ``torch.nn.Module`` that already returns logits. The scikit-learn weights are
+    copied (float64) to ``device``, where ``x`` must live; a module is used where it is.
     """
     import torch
 
+    dev = check_device(device)
     if isinstance(model, torch.nn.Module):
         return lambda x: model(x).reshape(-1)
     name = type(model).__name__
     if name in ("LogisticRegression", "LinearDiscriminantAnalysis"):
         if model.coef_.shape[0] != 1:
             raise ValueError(f"model must be a binary classifier, got coef_ of shape {model.coef_.shape}")
-        w = torch.tensor(model.coef_[0], dtype=torch.float64)
+        w = torch.tensor(model.coef_[0], dtype=torch.float64, device=dev)
         b = float(np.ravel(model.intercept_)[0])
         return lambda x: x.double() @ w + b
     if name == "MLPClassifier":
@@ -119,8 +135,8 @@ def torch_logit(model) -> Callable:
             "identity": lambda h: h,
         }
         act = acts[model.activation]
-        Ws = [torch.tensor(W, dtype=torch.float64) for W in model.coefs_]
-        bs = [torch.tensor(b, dtype=torch.float64) for b in model.intercepts_]
+        Ws = [torch.tensor(W, dtype=torch.float64, device=dev) for W in model.coefs_]
+        bs = [torch.tensor(b, dtype=torch.float64, device=dev) for b in model.intercepts_]
 
         def logit(x):
             h = x.double()
@@ -137,7 +153,7 @@ def torch_logit(model) -> Callable:
 
 
 # ---------------------------------------------------------------------------------------------- generators
-def nearest_target_cf(model, X, pool, *, metric_weights=None) -> tuple[np.ndarray, np.ndarray]:
+def nearest_target_cf(model, X, pool, *, metric_weights=None) -> Counterfactuals:
     """For each row of ``X``, the nearest row of ``pool`` (Euclidean) that the model puts in the target class."""
     X = _as_matrix(X, "X")
     pool = _as_matrix(pool, "pool", X.shape[1])
@@ -150,7 +166,7 @@ def nearest_target_cf(model, X, pool, *, metric_weights=None) -> tuple[np.ndarra
         raise ValueError(f"metric_weights must be {X.shape[1]} non-negative numbers")
     d2 = (((X[:, None, :] - cand[None, :, :]) ** 2) * w).sum(-1)
     R = cand[d2.argmin(1)].copy()
-    return R, predict_target(model, R)
+    return _result(model, R)
 
 
 def wachter_cf(
@@ -164,33 +180,33 @@ def wachter_cf(
     margin: float = 0.5,
     scale=None,
     device="cpu",
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Counterfactuals:
     """Wachter-style gradient counterfactuals: minimise ``λ·relu(margin − logit(r))² + Σ_k |r_k − x_k| / s_k``.
 
     Starts at ``r = x``; after each of ``rounds`` rounds of ``steps`` Adam steps, λ is multiplied by 4 for the
     rows that have not flipped (Wachter's "increase λ until the target is met"). ``scale`` (default 1) is the
-    per-feature L1 scale, e.g. the median absolute deviation.
+    per-feature L1 scale, e.g. the median absolute deviation. The search runs in float64 on ``device``
+    (``"cpu"``, ``"cuda[:N]"`` or ``"auto"``, see :func:`iclr26.runtime.pick_device`; MPS has no float64).
     """
     import torch
 
     X = _as_matrix(X, "X")
     _check_model(model)
-    if not (isinstance(lam, (int, float)) and lam > 0):
-        raise ValueError(f"lam must be a positive number, got {lam!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    steps, rounds = _positive_int(steps, "steps"), _positive_int(rounds, "rounds")
+    lam = check_float(lam, "lam", 0.0, low_open=True)
+    lr = check_float(lr, "lr", 0.0, low_open=True)
+    margin = check_float(margin, "margin")
+    steps, rounds = check_int(steps, "steps", low=1), check_int(rounds, "rounds", low=1)
     s = np.ones(X.shape[1]) if scale is None else np.asarray(scale, float)
     if s.shape != (X.shape[1],) or (s <= 0).any():
         raise ValueError(f"scale must be {X.shape[1]} positive numbers")
-    f = torch_logit(model)
-    dev = torch.device(device)
+    dev = pick_device(device)
+    if dev.type == "mps":
+        raise ValueError("device='mps' cannot run wachter_cf: it computes in float64, which MPS does not support")
+    f = torch_logit(model, dev)
     x0 = torch.tensor(X, dtype=torch.float64, device=dev)
     inv_s = torch.tensor(1.0 / s, dtype=torch.float64, device=dev)
-    if dev.type != "cpu":  # the sklearn twins live on the CPU; keep the optimisation there too
-        x0, inv_s, dev = x0.cpu(), inv_s.cpu(), torch.device("cpu")
     r = x0.clone().requires_grad_(True)
-    lams = torch.full((X.shape[0],), float(lam), dtype=torch.float64)
+    lams = torch.full((X.shape[0],), lam, dtype=torch.float64, device=dev)
     opt = torch.optim.Adam([r], lr=lr)
     for _ in range(rounds):
         for _ in range(steps):
@@ -204,7 +220,7 @@ def wachter_cf(
             break
         lams = torch.where(flipped, lams, lams * 4)
     R = r.detach().cpu().numpy()
-    return R, predict_target(model, R)
+    return _result(model, R)
 
 
 def _keep_closest(todo, ok, dist, cand, R, valid) -> np.ndarray:
@@ -221,15 +237,14 @@ def _keep_closest(todo, ok, dist, cand, R, valid) -> np.ndarray:
 
 def growing_spheres_cf(
     model, X, *, seed=0, n_samples: int = 300, step: float = 0.25, max_layers: int = 60
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Counterfactuals:
     """Growing-spheres counterfactuals: sample ``n_samples`` points uniformly in the shell ``[kη, (k+1)η]`` around
     each row, k = 0, 1, …, and return the nearest sample that flips the model (η = ``step``)."""
     X = _as_matrix(X, "X")
     _check_model(model)
-    rng = _rng(seed)
-    n_samples, max_layers = _positive_int(n_samples, "n_samples"), _positive_int(max_layers, "max_layers")
-    if not (isinstance(step, (int, float)) and step > 0):
-        raise ValueError(f"step must be a positive number, got {step!r}")
+    rng = as_generator(seed)
+    n_samples, max_layers = check_int(n_samples, "n_samples", low=1), check_int(max_layers, "max_layers", low=1)
+    step = check_float(step, "step", 0.0, low_open=True)
     n, d = X.shape
     R, valid = X.copy(), predict_target(model, X)
     todo = np.flatnonzero(~valid)
@@ -243,10 +258,10 @@ def growing_spheres_cf(
         cand = X[todo, None, :] + rad[..., None] * u
         ok = predict_target(model, cand.reshape(-1, d)).reshape(len(todo), n_samples)
         todo = _keep_closest(todo, ok, rad, cand, R, valid)
-    return R, predict_target(model, R)
+    return _result(model, R)
 
 
-def sample_target_cf(model, X, pool, *, seed=0) -> tuple[np.ndarray, np.ndarray]:
+def sample_target_cf(model, X, pool, *, seed=0) -> Counterfactuals:
     """A *distributional* counterfactual set: ``len(X)`` random ``pool`` rows that the model puts in the target
     class, drawn without replacement where possible and **not** paired with the rows of ``X``.
 
@@ -255,25 +270,25 @@ def sample_target_cf(model, X, pool, *, seed=0) -> tuple[np.ndarray, np.ndarray]
     X = _as_matrix(X, "X")
     pool = _as_matrix(pool, "pool", X.shape[1])
     _check_model(model)
-    rng = _rng(seed)
+    rng = as_generator(seed)
     cand = pool[predict_target(model, pool)]
     if len(cand) == 0:
         raise ValueError("pool has no row that the model puts in the target class")
     R = cand[rng.choice(len(cand), size=len(X), replace=len(cand) < len(X))].copy()
-    return R, predict_target(model, R)
+    return _result(model, R)
 
 
 def random_subset_cf(
     model, X, pool, *, seed=0, n_tries: int = 200
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Counterfactuals:
     """Sparse random counterfactuals: for subset sizes k = 1, 2, …, try ``n_tries`` random (feature subset, donor)
     pairs per row, copying the donor's values (a target-class ``pool`` row) into those features; keep the closest
     flip found at the smallest k."""
     X = _as_matrix(X, "X")
     pool = _as_matrix(pool, "pool", X.shape[1])
     _check_model(model)
-    rng = _rng(seed)
-    n_tries = _positive_int(n_tries, "n_tries")
+    rng = as_generator(seed)
+    n_tries = check_int(n_tries, "n_tries", low=1)
     donors = pool[predict_target(model, pool)]
     if len(donors) == 0:
         raise ValueError("pool has no row that the model puts in the target class")
@@ -290,7 +305,7 @@ def random_subset_cf(
         ok = predict_target(model, cand.reshape(-1, d)).reshape(len(todo), n_tries)
         dist = np.linalg.norm(cand - X[todo, None, :], axis=-1)
         todo = _keep_closest(todo, ok, dist, cand, R, valid)
-    return R, predict_target(model, R)
+    return _result(model, R)
 
 
 GENERATORS = {
@@ -326,13 +341,10 @@ def baseline_shapley(
     """
     if not callable(f):
         raise TypeError(f"f must be callable, got {type(f).__name__}")
-    X = _as_matrix(X, "X")
-    B = _as_matrix(B, "B", X.shape[1])
-    if B.shape[0] != X.shape[0]:
-        raise ValueError(f"B must have as many rows as X ({X.shape[0]}), got {B.shape[0]}")
-    if isinstance(exact_max, bool) or not isinstance(exact_max, (int, np.integer)) or not 0 <= exact_max <= 20:
-        raise ValueError(f"exact_max must be an int in [0, 20], got {exact_max!r}")
-    n_permutations = _positive_int(n_permutations, "n_permutations")
+    X, B = _row_pairs(X, B, "B")
+    exact_max = check_int(exact_max, "exact_max", 0, 20)
+    n_permutations = check_int(n_permutations, "n_permutations", low=1)
+    rng = as_generator(seed)
     N, d = X.shape
     if N == 0:
         return np.zeros((0, d))
@@ -348,7 +360,6 @@ def baseline_shapley(
             without = idx[~masks[:, k]]
             phi[:, k] = (V[:, without | (1 << k)] - V[:, without]) @ w[sizes[without]]
         return phi
-    rng = _rng(seed)
     half = max(1, n_permutations // 2)
     perms = np.argsort(rng.random((N, half, d)), axis=-1)
     perms = np.concatenate([perms, perms[..., ::-1]], axis=1)  # antithetic pairs
@@ -378,11 +389,8 @@ def exhaustive_min_edits(
     """
     if not callable(valid):
         raise TypeError(f"valid must be callable, got {type(valid).__name__}")
-    X = _as_matrix(X, "X")
-    Q = _as_matrix(Q, "Q", X.shape[1])
-    if Q.shape[0] != X.shape[0]:
-        raise ValueError(f"Q must have as many rows as X ({X.shape[0]}), got {Q.shape[0]}")
-    max_features = _positive_int(max_features, "max_features")
+    X, Q = _row_pairs(X, Q, "Q")
+    max_features = check_int(max_features, "max_features", low=1)
     diff = [np.flatnonzero(X[i] != Q[i]) for i in range(len(X))]
     if max((len(c) for c in diff), default=0) > max_features:
         raise ValueError(f"a row differs in more than max_features={max_features} features; too many subsets")

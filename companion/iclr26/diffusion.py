@@ -19,15 +19,21 @@ pooled features of a pretrained image backbone loaded through ``transformers`` (
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int
 from iclr26.checks import float_tensor as _tensor
 
 __all__ = [
+    "AlphaSigma",
+    "Noised",
+    "PrecisionRecall",
     "ou_alpha_sigma",
     "ou_noise",
     "score_loss",
@@ -50,24 +56,33 @@ __all__ = [
 ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+class AlphaSigma(NamedTuple):
+    """The signal and noise scales ``(α_t, σ_t)`` of the OU / VP forward process at time ``t``."""
+
+    alpha: torch.Tensor
+    sigma: torch.Tensor
+
+
+class Noised(NamedTuple):
+    """A noised batch and the standard-normal noise that made it: ``x = scale · x0 + noise_scale · noise``."""
+
+    x: torch.Tensor
+    noise: torch.Tensor
+
+
+class PrecisionRecall(NamedTuple):
+    """k-NN precision (quality: generated points on the real manifold) and recall (coverage of the real points)."""
+
+    precision: float
+    recall: float
+
+
 # ------------------------------------------------------------------------------------------------ validation
-def _positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _pos_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def _times(t, x: torch.Tensor, name: str = "t") -> torch.Tensor:
     """Broadcast a float or a per-sample tensor of times to shape ``(B,)`` on ``x``'s device and dtype."""
     if isinstance(t, bool):
         raise TypeError(f"{name} must be a positive float or a tensor of shape (batch,), got a bool")
-    if isinstance(t, (int, float)):
+    if isinstance(t, numbers.Real):
         t = torch.full((x.shape[0],), float(t), device=x.device, dtype=x.dtype)
     elif isinstance(t, torch.Tensor):
         if t.ndim == 0:
@@ -87,16 +102,18 @@ def _bcast(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------------ continuous OU
-def ou_alpha_sigma(t: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(α_t, σ_t)`` of the OU / VP forward process: ``α_t = e^{-t/2}``, ``σ_t = √(1 - e^{-t})``."""
-    if isinstance(t, bool) or not isinstance(t, (int, float, torch.Tensor)):
+def ou_alpha_sigma(t: float | torch.Tensor) -> AlphaSigma:
+    """``AlphaSigma(α_t, σ_t)`` of the OU / VP forward process: ``α_t = e^{-t/2}``, ``σ_t = √(1 - e^{-t})``."""
+    if isinstance(t, bool) or not isinstance(t, (numbers.Real, torch.Tensor)):
         raise TypeError(f"t must be a float or a torch.Tensor, got {type(t).__name__}")
+    if not isinstance(t, torch.Tensor):
+        t = float(t)
     t = torch.as_tensor(t, dtype=torch.get_default_dtype() if not isinstance(t, torch.Tensor) else None)
     if not torch.is_floating_point(t):
         t = t.to(torch.get_default_dtype())
     if not bool(torch.all(t > 0)):
         raise ValueError("t must be > 0")
-    return torch.exp(-t / 2), torch.sqrt(-torch.expm1(-t))
+    return AlphaSigma(torch.exp(-t / 2), torch.sqrt(-torch.expm1(-t)))
 
 
 def ou_noise(
@@ -104,8 +121,8 @@ def ou_noise(
     t: float | torch.Tensor,
     noise: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Noise ``x0`` (shape ``(B, ...)``) to time ``t``: returns ``(x_t, ε)`` with ``x_t = α_t x0 + σ_t ε``."""
+) -> Noised:
+    """Noise ``x0`` (shape ``(B, ...)``) to time ``t``: returns ``Noised(x_t, ε)`` with ``x_t = α_t x0 + σ_t ε``."""
     x0 = _tensor(x0, "x0")
     if x0.ndim < 1:
         raise ValueError("x0 must have a batch dimension")
@@ -115,7 +132,7 @@ def ou_noise(
     elif _tensor(noise, "noise").shape != x0.shape:
         raise ValueError(f"noise must have x0's shape {tuple(x0.shape)}, got {tuple(noise.shape)}")
     a, s = ou_alpha_sigma(t)
-    return _bcast(a, x0) * x0 + _bcast(s, x0) * noise, noise
+    return Noised(_bcast(a, x0) * x0 + _bcast(s, x0) * noise, noise)
 
 
 def score_loss(score: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor | float) -> torch.Tensor:
@@ -127,7 +144,7 @@ def score_loss(score: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor | f
     noise = _tensor(noise, "noise")
     if score.shape != noise.shape:
         raise ValueError(f"score and noise must have the same shape, got {tuple(score.shape)} and {tuple(noise.shape)}")
-    if isinstance(sigma, (int, float)) and not isinstance(sigma, bool):
+    if isinstance(sigma, numbers.Real) and not isinstance(sigma, bool):
         sigma = torch.full((score.shape[0],), float(sigma), dtype=score.dtype, device=score.device)
     sigma = _tensor(sigma, "sigma", ndim=1)
     if sigma.shape[0] != score.shape[0] or not bool(torch.all(sigma > 0)):
@@ -150,6 +167,7 @@ def ou_sample(
     """
     if not callable(score_fn):
         raise TypeError("score_fn must be a callable (x, t) -> score")
+    stochastic = check_bool(stochastic, "stochastic")
     x = _tensor(x_T, "x_T").clone()
     times = _tensor(times, "times", ndim=1)
     if times.numel() < 2 or not bool(torch.all(times > 0)) or not bool(torch.all(times[1:] < times[:-1])):
@@ -189,10 +207,11 @@ def make_schedule(
     beta_end: float = 0.02,
 ) -> NoiseSchedule:
     """DDPM's ``"linear"`` β schedule (Ho et al.) or the ``"cosine"`` ᾱ schedule (Nichol & Dhariwal), T steps."""
-    T = _pos_int(T, "T")  # noqa: N806
+    T = check_int(T, "T", low=1)  # noqa: N806
+    check_choice(kind, "kind", ("linear", "cosine"))
     if kind == "linear":
-        _positive(beta_start, "beta_start")
-        _positive(beta_end, "beta_end")
+        beta_start = check_float(beta_start, "beta_start", 0.0, low_open=True)
+        beta_end = check_float(beta_end, "beta_end", 0.0, low_open=True)
         if not beta_start < beta_end < 1:
             raise ValueError(f"need 0 < beta_start < beta_end < 1, got {beta_start}, {beta_end}")
         betas = torch.linspace(beta_start, beta_end, T, dtype=torch.float64)
@@ -201,8 +220,6 @@ def make_schedule(
         steps = torch.arange(T + 1, dtype=torch.float64) / T
         f = torch.cos((steps + s) / (1 + s) * math.pi / 2) ** 2
         betas = (1 - f[1:] / f[:-1]).clamp(max=0.999)
-    else:
-        raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
     alpha_bars = torch.cumprod(1 - betas, 0)
     return NoiseSchedule(betas.float(), alpha_bars.float())
 
@@ -216,7 +233,7 @@ def _check_sched(sched) -> NoiseSchedule:
 def _steps(k, x: torch.Tensor, sched: NoiseSchedule) -> torch.Tensor:
     if isinstance(k, bool):
         raise TypeError("k must be an int or a LongTensor of shape (batch,)")
-    if isinstance(k, (int, np.integer)):
+    if isinstance(k, numbers.Integral):
         k = torch.full((x.shape[0],), int(k), device=x.device, dtype=torch.long)
     if not isinstance(k, torch.Tensor) or k.dtype != torch.long:
         raise TypeError("k must be an int or a LongTensor of shape (batch,)")
@@ -230,8 +247,8 @@ def _steps(k, x: torch.Tensor, sched: NoiseSchedule) -> torch.Tensor:
 def q_sample(
     x0: torch.Tensor, k: int | torch.Tensor, sched: NoiseSchedule, noise: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """DDPM forward noising to step ``k``: ``(√ᾱ_k x0 + √(1-ᾱ_k) ε, ε)``."""
+) -> Noised:
+    """DDPM forward noising to step ``k``: ``Noised(√ᾱ_k x0 + √(1-ᾱ_k) ε, ε)``."""
     x0 = _tensor(x0, "x0")
     sched = _check_sched(sched)
     k = _steps(k, x0, sched)
@@ -240,7 +257,7 @@ def q_sample(
     elif _tensor(noise, "noise").shape != x0.shape:
         raise ValueError(f"noise must have x0's shape {tuple(x0.shape)}")
     ab = sched.alpha_bars.to(x0.device)[k].to(x0.dtype)
-    return _bcast(ab.sqrt(), x0) * x0 + _bcast((1 - ab).sqrt(), x0) * noise, noise
+    return Noised(_bcast(ab.sqrt(), x0) * x0 + _bcast((1 - ab).sqrt(), x0) * noise, noise)
 
 
 def eps_loss(
@@ -260,8 +277,7 @@ def eps_loss(
         raise TypeError("model must be a callable (x_k, k) -> predicted noise")
     x0 = _tensor(x0, "x0")
     sched = _check_sched(sched)
-    if reduction not in ("mean", "none"):
-        raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+    check_choice(reduction, "reduction", ("mean", "none"))
     if k is None:
         k = torch.randint(0, sched.T, (x0.shape[0],), generator=generator, device="cpu").to(x0.device)
     xk, eps = q_sample(x0, k, sched, generator=generator)
@@ -269,18 +285,12 @@ def eps_loss(
     return err.mean() if reduction == "mean" else err
 
 
-def _check_clip(clip_x0) -> float | None:
-    if clip_x0 is None:
-        return None
-    if isinstance(clip_x0, bool) or not isinstance(clip_x0, (int, float)) or clip_x0 <= 0:
-        raise ValueError(f"clip_x0 must be a positive number (data range ±clip_x0) or None, got {clip_x0!r}")
-    return float(clip_x0)
-
-
 def _check_shape(shape) -> tuple[int, ...]:
-    if not isinstance(shape, tuple) or not shape or not all(isinstance(s, int) and s > 0 for s in shape):
-        raise ValueError(f"shape must be a tuple of positive ints, got {shape!r}")
-    return shape
+    if not isinstance(shape, tuple):
+        raise TypeError(f"shape must be a tuple of positive ints, got {type(shape).__name__}")
+    if not shape:
+        raise ValueError("shape must be a non-empty tuple of positive ints, got ()")
+    return tuple(check_int(s, f"shape[{i}]", low=1) for i, s in enumerate(shape))
 
 
 @torch.no_grad()
@@ -297,9 +307,10 @@ def ddpm_sample(
     The predicted ``x̂_0`` is clipped to ``±clip_x0`` at every step (DDPM's "clip denoised"; ``None`` to skip), which
     keeps the first steps of a schedule with ᾱ_{T-1} ≈ 0 stable.
     """
+    device = check_device(device)
     sched = _check_sched(sched).to(device)
     shape = _check_shape(shape)
-    clip_x0 = _check_clip(clip_x0)
+    clip_x0 = None if clip_x0 is None else check_float(clip_x0, "clip_x0", 0.0, low_open=True)
     x = torch.randn(shape, generator=generator, device="cpu").to(device)
     ab, betas = sched.alpha_bars, sched.betas
     one = torch.tensor(1.0, device=device)
@@ -334,14 +345,12 @@ def ddim_sample(
 
     ``x̂_0`` is clipped to ``±clip_x0`` at every step (``None`` to skip); ε is then recomputed from the clipped ``x̂_0``.
     """
+    device = check_device(device)
     sched = _check_sched(sched).to(device)
-    steps = _pos_int(steps, "steps")
-    if steps > sched.T:
-        raise ValueError(f"steps must be ≤ T={sched.T}, got {steps}")
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0 <= eta <= 1:
-        raise ValueError(f"eta must be in [0, 1], got {eta!r}")
+    steps = check_int(steps, "steps", 1, sched.T)
+    eta = check_float(eta, "eta", 0.0, 1.0)
     shape = _check_shape(shape)
-    clip_x0 = _check_clip(clip_x0)
+    clip_x0 = None if clip_x0 is None else check_float(clip_x0, "clip_x0", 0.0, low_open=True)
     if x_T is None:
         x = torch.randn(shape, generator=generator, device="cpu").to(device)
     else:
@@ -384,7 +393,7 @@ def gmm_sample(
     n: int, means: torch.Tensor, covs: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """``n`` draws from the mixture ``Σ_k w_k N(means[k], covs[k])`` (shape ``(n, d)``)."""
-    n = _pos_int(n, "n")
+    n = check_int(n, "n", low=1)
     _check_gmm(means, covs, weights)
     comp = torch.multinomial(weights.cpu(), n, replacement=True, generator=generator).to(means.device)
     chol = torch.linalg.cholesky(covs)
@@ -432,7 +441,7 @@ def empirical_score(
     data = _tensor(data, "data", ndim=2)
     if x.shape[1] != data.shape[1]:
         raise ValueError(f"x and data must have the same number of columns, got {x.shape[1]} and {data.shape[1]}")
-    chunk = _pos_int(chunk, "chunk")
+    chunk = check_int(chunk, "chunk", low=1)
     t = _times(t, x)
     a, s = ou_alpha_sigma(t)
     sq_norms = data.pow(2).sum(1)
@@ -455,6 +464,7 @@ def nn_distance_ratio(samples: torch.Tensor, train: torch.Tensor, squared: bool 
     """
     samples = _tensor(samples, "samples")
     train = _tensor(train, "train")
+    squared = check_bool(squared, "squared")
     if samples.ndim < 2 or train.ndim < 2:
         raise ValueError("samples and train must have a batch dimension and at least one feature dimension")
     a, b = samples.flatten(1), train.flatten(1)
@@ -476,8 +486,7 @@ def memorized_fraction(
     The common convention (Yoon et al. 2023; Gu et al. 2023): unsquared distances, threshold 1/3 — the same rule
     as squared distances with threshold 1/9.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+    threshold = check_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
     return float((nn_distance_ratio(samples, train, squared=squared) <= threshold).double().mean())
 
 
@@ -539,25 +548,25 @@ def _inside(queries: torch.Tensor, support: torch.Tensor, radii: torch.Tensor, c
 
 def improved_precision_recall(
     real_feats: np.ndarray | torch.Tensor, fake_feats: np.ndarray | torch.Tensor, k: int = 3, chunk: int = 1024
-) -> tuple[float, float]:
+) -> PrecisionRecall:
     """k-NN precision and recall of Kynkäänniemi et al. (2019), "Improved precision and recall metric".
 
     Each set's manifold is the union of closed balls centred on its points, of radius the distance to the
     k-th nearest *other* point of the same set. Precision = fraction of ``fake_feats`` inside the real manifold
     (quality); recall = fraction of ``real_feats`` inside the fake manifold (coverage). The paper uses k = 3 and
     equally many real and generated samples. Euclidean distances in float64, computed ``chunk`` rows at a time.
-    Returns ``(precision, recall)``.
+    Returns ``PrecisionRecall(precision, recall)``.
     """
     real = _feature_matrix(real_feats, "real_feats")
     fake = _feature_matrix(fake_feats, "fake_feats")
     if real.shape[1] != fake.shape[1]:
         raise ValueError(f"real_feats and fake_feats must have the same feature dimension, "
                          f"got {real.shape[1]} and {fake.shape[1]}")
-    k = _pos_int(k, "k")
-    chunk = _pos_int(chunk, "chunk")
+    k = check_int(k, "k", low=1)
+    chunk = check_int(chunk, "chunk", low=1)
     for name, f in (("real_feats", real), ("fake_feats", fake)):
         if f.shape[0] < k + 1:
             raise ValueError(f"{name} must hold at least k + 1 = {k + 1} points, got {f.shape[0]}")
     precision = _inside(fake, real, _knn_radii(real, k, chunk), chunk)
     recall = _inside(real, fake, _knn_radii(fake, k, chunk), chunk)
-    return float(precision.double().mean()), float(recall.double().mean())
+    return PrecisionRecall(float(precision.double().mean()), float(recall.double().mean()))

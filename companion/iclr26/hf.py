@@ -1,19 +1,48 @@
 """Real models through transformers, for the ``paper`` scale: activations, image features, hooks on named submodules.
 
-Everything here loads lazily (``transformers`` is imported inside the functions) and offline first.
+Everything here loads lazily (``transformers`` and ``huggingface_hub`` are imported inside the functions) and offline
+first: :func:`load_pretrained` and :func:`dataset_files` read the local Hugging Face cache (or a local directory) and,
+when something is missing, raise :class:`NotDownloadedError`, whose message says what to run once, with network, to
+fetch it. The book never downloads while it builds; ``allow_download=True`` (or ``ICLR26_ALLOW_DOWNLOAD=1`` in the
+environment, e.g. on Colab at the ``paper`` scale) lets a call fetch what is missing.
+
+Hooks work on any ``torch.nn.Module`` addressed by the dotted names of ``model.named_modules()``
+(``"transformer.h.3"`` in GPT-2, ``"model.layers.3"`` in LLaMA; :func:`block_names` lists a model's blocks):
+:func:`forward_hooks` registers any forward hooks for the length of a ``with`` block, :func:`capture` records outputs
+(probing), :func:`steer` adds a vector to an output (steering). A hook that returns a tensor with fewer tokens drops
+tokens. Blocks that return a tuple (hidden state first, as older transformers blocks do) are handled by both helpers.
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from iclr26.checks import check_int, float_tensor
+from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, float_tensor
 
-__all__ = ["residual_activations", "image_features"]
+__all__ = [
+    "residual_activations",
+    "image_features",
+    "ALLOW_DOWNLOAD_ENV",
+    "KINDS",
+    "NotDownloadedError",
+    "download_allowed",
+    "load_pretrained",
+    "dataset_files",
+    "forward_hooks",
+    "capture",
+    "steer",
+    "block_names",
+]
 
 
 def residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int = 8) -> torch.Tensor:
@@ -23,8 +52,11 @@ def residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int
         raise TypeError(f"model must be a transformers model, got {type(model).__name__}")
     if isinstance(input_ids, np.ndarray):
         input_ids = torch.from_numpy(input_ids)
-    if not torch.is_tensor(input_ids) or input_ids.dtype not in (torch.int64, torch.int32) or input_ids.ndim != 2:
-        raise ValueError("input_ids must be an integer tensor of shape (n_seq, T)")
+    if not torch.is_tensor(input_ids) or input_ids.dtype not in (torch.int64, torch.int32):
+        kind = f"dtype {input_ids.dtype}" if torch.is_tensor(input_ids) else type(input_ids).__name__
+        raise TypeError(f"input_ids must be an integer tensor of shape (n_seq, T), got {kind}")
+    if input_ids.ndim != 2:
+        raise ValueError(f"input_ids must have shape (n_seq, T), got {tuple(input_ids.shape)}")
     n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", -1)))
     layer = check_int(layer, "layer", low=0)
     if n_layers >= 0 and layer > n_layers:
@@ -50,6 +82,7 @@ def image_features(
     device: str | torch.device = "cpu",
     value_range: tuple[float, float] = (-1.0, 1.0),
     image_size: int | None = None,
+    allow_download: bool | None = None,
 ) -> torch.Tensor:
     """Pooled features of a pretrained image backbone loaded with ``transformers.AutoModel`` (e.g. DINOv2).
 
@@ -58,7 +91,8 @@ def image_features(
     to ``image_size`` — by default the checkpoint's image processor crop size if it ships one, else
     ``config.image_size`` — and normalised with the processor's mean/std (ImageNet's if there is no processor).
     ``model_name_or_path``: a hub id (e.g. ``"facebook/dinov2-base"``, needs the hub or its cache) or a local
-    directory written by ``save_pretrained``. Returns a float32 CPU tensor ``(N, hidden)``: the model's
+    directory written by ``save_pretrained``, loaded with :func:`load_pretrained` (offline first; ``allow_download``
+    as there). Returns a float32 CPU tensor ``(N, hidden)``: the model's
     ``pooler_output`` (DINOv2: the layer-normed CLS token, the FD_DINOv2 feature of Stein et al. 2023), or the mean
     of ``last_hidden_state`` over tokens when the model has no pooler.
     """
@@ -70,21 +104,18 @@ def image_features(
     if not isinstance(model_name_or_path, (str, os.PathLike)) or not str(model_name_or_path):
         raise TypeError(f"model_name_or_path must be a non-empty str or path, got {model_name_or_path!r}")
     batch_size = check_int(batch_size, "batch_size", low=1)
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
-    if (not isinstance(value_range, (tuple, list)) or len(value_range) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value_range)
-            or not value_range[0] < value_range[1]):
+    device = check_device(device)
+    if not isinstance(value_range, (tuple, list)) or len(value_range) != 2:
+        raise TypeError(f"value_range must be a pair (low, high) with low < high, got {value_range!r}")
+    if not check_float(value_range[0], "value_range[0]") < check_float(value_range[1], "value_range[1]"):
         raise ValueError(f"value_range must be a pair (low, high) with low < high, got {value_range!r}")
     if image_size is not None:
         image_size = check_int(image_size, "image_size", low=1)
 
-    from transformers import AutoImageProcessor, AutoModel  # lazy: only the paper scale needs it
-
-    model = AutoModel.from_pretrained(str(model_name_or_path)).to(device).eval()
+    model = load_pretrained(model_name_or_path, "model", allow_download=allow_download, device=device).eval()
     mean, std, crop = _IMAGENET_MEAN, _IMAGENET_STD, None
     try:
-        proc = AutoImageProcessor.from_pretrained(str(model_name_or_path))
+        proc = load_pretrained(model_name_or_path, "image_processor", allow_download=allow_download)
         mean, std = tuple(proc.image_mean), tuple(proc.image_std)
         crop = getattr(proc, "crop_size", None)
         crop = crop.get("height") if isinstance(crop, dict) else crop
@@ -110,3 +141,412 @@ def image_features(
                 pooled = out.last_hidden_state.mean(dim=1)
             feats.append(pooled.flatten(1).float().cpu())
     return torch.cat(feats)
+
+
+# ------------------------------------------------------------------------------------------------ offline-first loading
+ALLOW_DOWNLOAD_ENV = "ICLR26_ALLOW_DOWNLOAD"
+
+KINDS = {
+    "causal_lm": "AutoModelForCausalLM",
+    "masked_lm": "AutoModelForMaskedLM",
+    "seq2seq_lm": "AutoModelForSeq2SeqLM",
+    "image_text_to_text": "AutoModelForImageTextToText",
+    "sequence_classification": "AutoModelForSequenceClassification",
+    "image_classification": "AutoModelForImageClassification",
+    "model": "AutoModel",
+    "config": "AutoConfig",
+    "tokenizer": "AutoTokenizer",
+    "processor": "AutoProcessor",
+    "image_processor": "AutoImageProcessor",
+}
+"""``kind`` of :func:`load_pretrained` -> the ``transformers`` auto class that loads it."""
+
+
+class NotDownloadedError(OSError):
+    """A pretrained model or a dataset's files are not on this machine. The message says what to run once, with
+    network, to fetch them (the book never downloads while it builds). An ``OSError``, as ``transformers`` raises."""
+
+
+def download_allowed(allow_download: bool | None = None) -> bool:
+    """``allow_download`` itself when it is a bool; when ``None``, whether ``ICLR26_ALLOW_DOWNLOAD`` is set to
+    ``1``/``true``/``yes`` in the environment (the one switch for a whole notebook run on Colab)."""
+    if allow_download is None:
+        return os.environ.get(ALLOW_DOWNLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    return check_bool(allow_download, "allow_download")
+
+
+def _local_or_hub(source: Any, name: str) -> Path | None:
+    """The existing local file or directory ``source`` names, or ``None`` when it is a hub id (``"gpt2"``,
+    ``"owner/name"``); a path that does not exist raises ``FileNotFoundError``, anything else ``TypeError`` or
+    ``ValueError``, naming ``name``."""
+    if isinstance(source, os.PathLike):
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"{name}: no such file or directory: {str(path)!r}")
+        return path
+    if not isinstance(source, str):
+        raise TypeError(f"{name} must be a hub id or a local path (str or os.PathLike), got {type(source).__name__}")
+    if not source:
+        raise ValueError(f"{name} must be a hub id or a local path, got an empty string")
+    path = Path(source).expanduser()
+    if path.exists():
+        return path
+    if source.startswith(("/", ".", "~")) or source.count("/") > 1 or "\\" in source:
+        raise FileNotFoundError(f"{name}: no such file or directory: {source!r}")
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(source)
+    except ValueError as e:
+        raise ValueError(f"{name} must be an existing local path or a hub id like 'owner/name', got {source!r} "
+                         f"({e})") from None
+    return None
+
+
+def _download_hint(repo_id: str, repo_type: str = "model", include: Iterable[str] = (), revision: str | None = None,
+                   cache_dir: Any = None) -> str:
+    """The shell command and the Python one-liner that fetch ``repo_id`` into the Hugging Face cache."""
+    include = list(include)
+    cmd = ["hf download", repo_id]
+    args = [repr(repo_id)]
+    if repo_type != "model":
+        cmd.append(f"--repo-type {repo_type}")
+        args.append(f"repo_type={repo_type!r}")
+    if revision is not None:
+        cmd.append(f"--revision {revision}")
+        args.append(f"revision={revision!r}")
+    cmd += [f'--include "{p}"' for p in include]
+    if include:
+        args.append(f"allow_patterns={include!r}")
+    if cache_dir is not None:
+        cmd.append(f'--cache-dir "{cache_dir}"')
+        args.append(f"cache_dir={str(cache_dir)!r}")
+    py = f"from huggingface_hub import snapshot_download; snapshot_download({', '.join(args)})"
+    return f"    {' '.join(cmd)}\nor, in Python,\n    {py}"
+
+
+def _not_downloaded(label: str, hint: str, cache_dir: Any) -> NotDownloadedError:
+    """The error for something missing from the cache (raise it ``from`` the loader's own error, which says more)."""
+    if cache_dir is None:
+        from huggingface_hub import constants
+
+        cache_dir = constants.HF_HUB_CACHE
+    return NotDownloadedError(
+        f"{label} is not on this machine (looked in the Hugging Face cache {str(cache_dir)!r}), and the book never "
+        f"downloads while it builds. Fetch it once, with network:\n{hint}\n"
+        f"or let this call download it: pass allow_download=True, or set {ALLOW_DOWNLOAD_ENV}=1 in the environment "
+        f"(e.g. on Colab at the paper scale)."
+    )
+
+
+def _auto_class(kind: Any) -> Any:
+    if isinstance(kind, str):
+        check_choice(kind, "kind", KINDS)
+        import transformers  # lazy: only the paper scale needs it
+
+        return getattr(transformers, KINDS[kind])
+    if isinstance(kind, type) and callable(getattr(kind, "from_pretrained", None)):
+        return kind
+    raise TypeError(f"kind must be one of {', '.join(map(repr, KINDS))} or a class with from_pretrained "
+                    f"(e.g. transformers.LlavaForConditionalGeneration), got {kind!r}")
+
+
+def load_pretrained(
+    name_or_path: str | os.PathLike,
+    kind: str | type = "causal_lm",
+    *,
+    allow_download: bool | None = None,
+    device: str | torch.device | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A pretrained model, tokenizer, processor or config, offline first.
+
+    ``name_or_path``: a local directory written by ``save_pretrained`` (always read locally), or a hub id
+    (``"gpt2"``, ``"EleutherAI/pythia-160m"``), read from the Hugging Face cache with ``local_files_only=True``.
+    ``kind``: a key of :data:`KINDS` (``"causal_lm"``, ``"model"``, ``"tokenizer"``, ``"processor"``,
+    ``"image_processor"``, ``"config"``, …) or any class with ``from_pretrained``. When the hub id is not cached, raises
+    :class:`NotDownloadedError` saying what to run to fetch it, unless ``allow_download`` (``None``: the
+    ``ICLR26_ALLOW_DOWNLOAD`` environment variable, see :func:`download_allowed`), then it downloads.
+    ``device``: move a model there. ``kwargs`` go to ``from_pretrained`` (``revision``, ``dtype``, ``cache_dir``, …).
+    """
+    cls = _auto_class(kind)
+    allow = download_allowed(allow_download)
+    if device is not None:
+        device = check_device(device)
+    if "local_files_only" in kwargs:
+        raise TypeError("load_pretrained sets local_files_only itself; pass allow_download instead")
+    local = _local_or_hub(name_or_path, "name_or_path")
+    if local is not None:
+        if not local.is_dir():
+            raise ValueError(f"name_or_path must be a directory written by save_pretrained or a hub id, "
+                             f"got the file {str(local)!r}")
+        obj = cls.from_pretrained(str(local), local_files_only=True, **kwargs)
+    else:
+        try:
+            obj = cls.from_pretrained(name_or_path, local_files_only=True, **kwargs)
+        except OSError as e:
+            if not allow:
+                hint = _download_hint(name_or_path, revision=kwargs.get("revision"), cache_dir=kwargs.get("cache_dir"))
+                what = kind if isinstance(kind, str) else cls.__name__
+                raise _not_downloaded(f"{name_or_path!r} ({what})", hint, kwargs.get("cache_dir")) from e
+            obj = cls.from_pretrained(name_or_path, **kwargs)
+    if device is not None and isinstance(obj, nn.Module):
+        obj = obj.to(device)
+    return obj
+
+
+def _matching_files(root: Path, patterns: list[str] | None, suffixes: tuple[str, ...]) -> list[Path]:
+    """Files under ``root`` (not in hidden folders such as ``.cache``), sorted: those whose path relative to
+    ``root`` matches one of ``patterns`` (``fnmatch``, as ``huggingface_hub``'s ``allow_patterns``), or, without
+    patterns, those whose name ends with one of ``suffixes``."""
+    found = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        if patterns is not None:
+            if any(fnmatch.fnmatchcase(rel.as_posix(), p) for p in patterns):
+                found.append(path)
+        elif path.name.lower().endswith(suffixes):
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def dataset_files(
+    source: str | os.PathLike,
+    data_files: str | Iterable[str] | None = None,
+    *,
+    suffixes: Iterable[str] = (),
+    allow_download: bool | None = None,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> list[Path]:
+    """The local files of a dataset, offline first, sorted by path.
+
+    ``source``: a local file (returned as is), a local directory, or a hub dataset id (``"allenai/c4"``), whose files
+    are looked up in the Hugging Face cache. ``data_files``: glob pattern(s) relative to the directory or repository
+    (``"en/c4-train.0000[0-3]-of-01024.json.gz"``; ``*`` also crosses ``/``); required for a hub id, since it is
+    also what gets downloaded. Without it, a directory gives every file ending with one of ``suffixes``. Files in
+    hidden folders (``.cache``, which ``hf download --local-dir`` writes) are skipped.
+
+    A hub dataset none of whose matching files is cached raises :class:`NotDownloadedError` with the ``hf download``
+    command that fetches exactly those files, unless ``allow_download`` (then it fetches the missing ones). A cache
+    that holds only some of the matching files gives those: nothing offline can tell which are missing.
+    """
+    suffixes = tuple(s.lower() for s in suffixes)
+    if isinstance(data_files, str):
+        data_files = [data_files]
+    elif data_files is not None:
+        if not isinstance(data_files, Iterable):
+            raise TypeError(f"data_files must be a glob pattern or a list of them, got {type(data_files).__name__}")
+        data_files = list(data_files)
+        if not data_files or not all(isinstance(p, str) and p for p in data_files):
+            raise ValueError(f"data_files must be a non-empty list of glob patterns (str), got {data_files!r}")
+    allow = download_allowed(allow_download)
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(f"revision must be a str (a branch, tag or commit), got {type(revision).__name__}")
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"cache_dir must be a str or os.PathLike, got {type(cache_dir).__name__}")
+    local = _local_or_hub(source, "source")
+    if local is not None:
+        if local.is_file():
+            if data_files is not None:
+                raise ValueError(f"data_files selects files in a directory or a hub dataset; source is the file "
+                                 f"{str(local)!r}")
+            return [local]
+        files = _matching_files(local, data_files, suffixes)
+        if not files:
+            want = f"matching {data_files}" if data_files is not None else f"ending with {', '.join(suffixes)}"
+            raise ValueError(f"source: no file {want} under {str(local)!r}")
+        return files
+    if data_files is None:
+        raise ValueError(f"data_files is required for the hub dataset {source!r}: name the files to read (and "
+                         f"fetch), e.g. data_files='data/train-*.parquet'")
+    from huggingface_hub import snapshot_download
+
+    common = dict(repo_type="dataset", revision=revision, cache_dir=cache_dir, allow_patterns=data_files)
+    cause = None
+    try:
+        root = Path(snapshot_download(source, local_files_only=not allow, **common))
+        files = _matching_files(root, data_files, suffixes)
+    except OSError as e:  # LocalEntryNotFoundError: nothing of this dataset (at this revision) is cached
+        if allow:
+            raise
+        files, cause = [], e
+    if files:
+        return files
+    if allow:
+        raise ValueError(f"no file of the hub dataset {source!r} matches data_files={data_files}")
+    hint = _download_hint(source, "dataset", data_files, revision, cache_dir)
+    raise _not_downloaded(f"The hub dataset {source!r} (files {', '.join(data_files)})", hint, cache_dir) from cause
+
+
+# ------------------------------------------------------------------------------------------------ forward hooks
+def _submodule(model: nn.Module, name: Any, what: str) -> nn.Module:
+    """``model.get_submodule(name)``, or a ``ValueError`` listing close matches among ``model.named_modules()``."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a submodule name (str), got {type(name).__name__}")
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        names = [n for n, _ in model.named_modules() if n]
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
+        hint = (f"close matches: {', '.join(map(repr, close))}" if close
+                else f"its top-level submodules: {', '.join(repr(n) for n, _ in model.named_children())}")
+        raise ValueError(f"{what} {name!r} is not a submodule of {type(model).__name__}; {hint}") from None
+
+
+def _check_model(model: Any) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
+
+
+@contextmanager
+def forward_hooks(
+    model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
+) -> Iterator[nn.Module]:
+    """Register forward hooks on named submodules for the length of a ``with`` block; yields ``model``.
+
+    ``hooks``: ``{submodule name: fn}``, names as in ``model.named_modules()`` (``""`` is the model itself).
+    ``fn(module, inputs, output)`` is called after the submodule's forward; returning something other than ``None``
+    replaces its output (patching, steering, ablating, dropping tokens), as ``register_forward_hook`` does. Every
+    name is checked before any hook is registered; unknown names raise ``ValueError`` listing close matches. The
+    hooks are removed on exit, even when the block raises.
+
+    ``prepend`` (default): the hooks run before those already on the submodule — among them the hooks transformers
+    installs to record ``output_hidden_states``, which then report the replaced output. (So, nested on one
+    submodule, the inner block's hooks run first.) ``prepend=False`` runs them after, as :func:`capture` does.
+
+    >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
+    ...     logits = model(ids).logits
+    """
+    _check_model(model)
+    prepend = check_bool(prepend, "prepend")
+    if not isinstance(hooks, Mapping):
+        raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
+    targets = []
+    for name, fn in hooks.items():
+        module = _submodule(model, name, "hooks key")
+        if not callable(fn):
+            raise TypeError(f"hooks[{name!r}] must be callable as fn(module, inputs, output), got {type(fn).__name__}")
+        targets.append((module, fn))
+    handles = []
+    try:
+        for module, fn in targets:
+            handles.append(module.register_forward_hook(fn, prepend=prepend))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _main_output(output: Any, name: str) -> torch.Tensor:
+    """The hidden state in a submodule's output: the tensor itself, or the first entry of a tuple, list or
+    ``ModelOutput``."""
+    if torch.is_tensor(output):
+        return output
+    if hasattr(output, "to_tuple"):  # a transformers ModelOutput
+        output = output.to_tuple()
+    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
+        return output[0]
+    raise TypeError(f"submodule {name!r} returns {type(output).__name__}, not a tensor or a tuple starting with one")
+
+
+def _with_main_output(output: Any, new: torch.Tensor, name: str) -> Any:
+    if torch.is_tensor(output):
+        return new
+    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
+        return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
+    raise TypeError(f"submodule {name!r} returns {type(output).__name__}; steer needs a tensor or a tuple starting "
+                    f"with one (write the hook with forward_hooks)")
+
+
+def _names(names: Any) -> list[str]:
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, Iterable):
+        raise TypeError(f"names must be a submodule name or a list of them, got {type(names).__name__}")
+    names = list(names)
+    if not names:
+        raise ValueError("names must hold at least one submodule name")
+    if len(set(names)) != len(names):
+        raise ValueError(f"names must not repeat a name, got {names}")
+    return names
+
+
+@contextmanager
+def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+    """Record the outputs of named submodules: yields a dict ``{name: tensor}`` that every forward pass overwrites.
+
+    The recorded tensor is the output's hidden state (the first entry of a tuple output), detached unless
+    ``detach=False``, as it leaves the submodule: after every replacement (its hooks run last, so an enclosing or
+    enclosed :func:`steer` on the same submodule shows). For many batches, read (or ``.cpu()``) the dict after each
+    forward pass::
+
+        with capture(model, ["transformer.h.3"]) as acts:
+            for ids in batches:
+                model(ids)
+                feats.append(acts["transformer.h.3"][:, -1].cpu())
+    """
+    _check_model(model)
+    names = _names(names)
+    detach = check_bool(detach, "detach")
+    store: dict[str, torch.Tensor] = {}
+
+    def recorder(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            out = _main_output(output, name)
+            store[name] = out.detach() if detach else out
+
+        return hook
+
+    with forward_hooks(model, {name: recorder(name) for name in names}, prepend=False):
+        yield store
+
+
+@contextmanager
+def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0) -> Iterator[nn.Module]:
+    """Add ``scale * vector`` to the output of submodule ``name`` (its hidden state, when the output is a tuple) for
+    the length of a ``with`` block; yields ``model``.
+
+    ``vector``: a float tensor whose last dimension is the output's width; ``(d,)`` steers every position, and any
+    shape that broadcasts against the output (``(T, d)``: one vector per position) works too. It is moved to the
+    output's device and dtype. Works during ``generate`` as well (each step's output is steered).
+    """
+    _check_model(model)
+    _submodule(model, name, "name")
+    vector = float_tensor(vector, "vector")
+    if vector.ndim == 0:
+        raise ValueError("vector must have at least one dimension (its last is the output's width), got a scalar")
+    scale = check_float(scale, "scale")
+
+    def hook(module: nn.Module, inputs: Any, output: Any) -> Any:
+        h = _main_output(output, name)
+        if h.shape[-1] != vector.shape[-1]:
+            raise ValueError(f"vector has width {vector.shape[-1]} but {name!r} outputs width {h.shape[-1]}")
+        try:
+            new = h + scale * vector.to(device=h.device, dtype=h.dtype)
+        except RuntimeError as e:
+            raise ValueError(f"vector of shape {tuple(vector.shape)} does not broadcast against the output of "
+                             f"{name!r}, shape {tuple(h.shape)}") from e
+        if new.shape != h.shape:
+            raise ValueError(f"vector of shape {tuple(vector.shape)} would change the output shape of {name!r} "
+                             f"from {tuple(h.shape)} to {tuple(new.shape)}")
+        return _with_main_output(output, new, name)
+
+    with forward_hooks(model, {name: hook}):
+        yield model
+
+
+def block_names(model: nn.Module, within: str = "") -> list[str]:
+    """The names of a model's blocks: the entries of the shallowest ``nn.ModuleList`` (the longest among equally deep
+    ones) under submodule ``within`` — ``["transformer.h.0", …]`` for GPT-2, ``["model.layers.0", …]`` for LLaMA,
+    ``["encoder.layer.0", …]`` for ViT/DINOv2. In a vision-language model, pick the tower with ``within``."""
+    _check_model(model)
+    root = _submodule(model, within, "within")
+    lists = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
+    if not lists:
+        raise ValueError(f"{type(root).__name__} (within={within!r}) holds no nn.ModuleList of blocks")
+    sub, blocks = min(lists, key=lambda nm: (nm[0].count("."), -len(nm[1])))
+    prefix = ".".join(p for p in (within, sub) if p)
+    return [f"{prefix}.{i}" for i in range(len(blocks))]

@@ -30,14 +30,14 @@ Weight decay is applied to matrices only (``ndim >= 2``); biases and norm gains 
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
+
+from iclr26.checks import check_bool, check_choice, check_float, check_int
 
 __all__ = [
     "OPTIMIZERS",
@@ -126,51 +126,40 @@ def non_embedding_params(model: nn.Module) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ validation
-def _positive(value: Any, name: str, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return float(value)
-
-
 def _betas(value: Any, name: str) -> tuple[float, float]:
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
+    """A pair ``(beta1, beta2)``, each in ``[0, 1)``."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {type(value).__name__}")
+    if len(value) != 2:
         raise ValueError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {value!r}")
-    for b in value:
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0.0 <= b < 1.0:
-            raise ValueError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {value!r}")
-    return float(value[0]), float(value[1])
+    b1, b2 = (check_float(b, f"{name}[{i}]", 0.0, 1.0, high_open=True) for i, b in enumerate(value))
+    return b1, b2
 
 
 def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
-    for key in ("lr", "adam_lr"):
+    """Check the hyperparameters of optimizer ``name`` (after the defaults are filled in)."""
+    for key in ("lr", "adam_lr", "eps", "adam_eps"):
         if key in hp:
-            hp[key] = _positive(hp[key], key)
-    for key in ("eps", "adam_eps"):
-        if key in hp:
-            hp[key] = _positive(hp[key], key)
+            hp[key] = check_float(hp[key], key, 0.0, low_open=True)
     for key in ("weight_decay", "adam_weight_decay", "gamma", "momentum_decay"):
         if key in hp:
-            hp[key] = _positive(hp[key], key, allow_zero=True)
+            hp[key] = check_float(hp[key], key, 0.0)
     for key in ("betas", "adam_betas"):
         if key in hp:
             hp[key] = _betas(hp[key], key)
     if "momentum" in hp:
-        m = hp["momentum"]
-        if isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0.0 <= m < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {m!r}")
+        hp["momentum"] = check_float(hp["momentum"], "momentum", 0.0, 1.0, high_open=True)
     for key in ("nesterov", "cautious"):
-        if key in hp and not isinstance(hp[key], bool):
-            raise ValueError(f"{key} must be a bool, got {hp[key]!r}")
+        if key in hp:
+            hp[key] = check_bool(hp[key], key)
     for key in ("ns_steps", "precondition_frequency"):
-        if key in hp and (isinstance(hp[key], bool) or not isinstance(hp[key], int) or hp[key] <= 0):
-            raise ValueError(f"{key} must be a positive int, got {hp[key]!r}")
-    if "adjust_lr_fn" in hp and hp["adjust_lr_fn"] not in (None, "original", "match_rms_adamw"):
-        raise ValueError(f"adjust_lr_fn must be None, 'original' or 'match_rms_adamw', got {hp['adjust_lr_fn']!r}")
-    p = hp.get("pre_conditioner_update_probability")
-    if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 < p <= 1.0):
-        raise ValueError(f"pre_conditioner_update_probability must be in (0, 1] or None, got {p!r}")
+        if key in hp:
+            hp[key] = check_int(hp[key], key, low=1)
+    if "adjust_lr_fn" in hp:
+        check_choice(hp["adjust_lr_fn"], "adjust_lr_fn", (None, "original", "match_rms_adamw"))
+    if hp.get("pre_conditioner_update_probability") is not None:
+        hp["pre_conditioner_update_probability"] = check_float(
+            hp["pre_conditioner_update_probability"], "pre_conditioner_update_probability", 0.0, 1.0, low_open=True)
     return hp
 
 
@@ -199,9 +188,7 @@ def make_optimizer(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, one of {OPTIMIZERS}, got {type(name).__name__}")
-    key = name.lower()
-    if key not in DEFAULTS:
-        raise ValueError(f"name must be one of {OPTIMIZERS}, got {name!r}")
+    key = check_choice(name.lower(), "name", OPTIMIZERS)
     _check_model(model)
     unknown = sorted(set(hparams) - set(DEFAULTS[key]))
     if unknown:

@@ -1,10 +1,12 @@
 """Device choice, seeding, the per-scale size table, and a wall-clock timer.
 
-Every chapter starts the same way::
+Every chapter starts the same way, in one call::
 
-    device = pick_device(device)          # "auto" -> cuda, else mps, else cpu
-    seed_everything(seed)
-    cfg = select_scale(SCALES, scale)     # the chapter's size knobs for "ci" | "book" | "paper"
+    cfg, device = setup(SCALES, scale, seed=seed, device=device)
+
+which applies the book's figure style, picks the device (``"auto"`` -> cuda, else mps, else cpu), seeds every
+generator, optionally caps torch's threads, selects the scale's knobs (``cfg``) and shows the size table in a notebook.
+Its parts stay public: :func:`pick_device`, :func:`seed_everything`, :func:`select_scale`, :func:`scale_table`.
 """
 
 from __future__ import annotations
@@ -13,13 +15,26 @@ import os
 import random
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from iclr26.checks import check_bool, check_choice, check_device, check_int
+from iclr26.plot import use_style
+
 SCALES = ("ci", "book", "paper")
 
-__all__ = ["SCALES", "Config", "pick_device", "seed_everything", "select_scale", "scale_table", "Timer"]
+__all__ = [
+    "SCALES",
+    "Config",
+    "Setup",
+    "setup",
+    "pick_device",
+    "seed_everything",
+    "select_scale",
+    "scale_table",
+    "Timer",
+]
 
 
 def pick_device(device: str = "auto"):
@@ -30,10 +45,6 @@ def pick_device(device: str = "auto"):
     """
     import torch
 
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a string such as 'auto', 'cpu' or 'cuda', got {type(device).__name__}")
-    if isinstance(device, torch.device):
-        device = str(device)
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -41,14 +52,11 @@ def pick_device(device: str = "auto"):
         if mps is not None and mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as err:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda[:N]' or 'mps', got {device!r}") from err
+    dev = check_device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} asked for CUDA, but no CUDA device is available")
+        raise ValueError(f"device={str(dev)!r} asked for CUDA, but no CUDA device is available")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError(f"device={device!r} asked for MPS, but MPS is not available")
+        raise ValueError(f"device={str(dev)!r} asked for MPS, but MPS is not available")
     return dev
 
 
@@ -60,11 +68,8 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
     """
     import torch
 
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= int(seed) < 2**32:
-        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-    seed = int(seed)
+    seed = check_int(seed, "seed", 0, 2**32 - 1)
+    deterministic = check_bool(deterministic, "deterministic")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -121,9 +126,7 @@ def select_scale(table: Mapping[str, Mapping[str, Any]], scale: str) -> Config:
     _check_table(table)
     if not isinstance(scale, str):
         raise TypeError(f"scale must be a string, one of {SCALES}, got {type(scale).__name__}")
-    if scale not in table:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
-    return Config(table[scale])
+    return Config(table[check_choice(scale, "scale", SCALES)])
 
 
 def scale_table(table: Mapping[str, Mapping[str, Any]], scale: str | None = None):
@@ -131,13 +134,76 @@ def scale_table(table: Mapping[str, Mapping[str, Any]], scale: str | None = None
     import pandas as pd
 
     _check_table(table)
-    if scale is not None and scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES} or None, got {scale!r}")
+    if scale is not None:
+        check_choice(scale, "scale", SCALES)
     frame = pd.DataFrame({s: {k: str(v) for k, v in table[s].items()} for s in SCALES})
     frame.index.name = "knob"
     if scale is not None:
         frame = frame.rename(columns={scale: f"▶ {scale}"})
     return frame
+
+
+class Setup(NamedTuple):
+    """What :func:`setup` returns: the active scale's knobs and the device to run on."""
+
+    cfg: Config
+    device: Any  # torch.device (torch is imported lazily)
+
+
+def _show(obj: Any) -> None:
+    """Display ``obj`` as a cell output inside an IPython kernel; do nothing elsewhere (scripts, tests)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    if ipython is None or ipython.get_ipython() is None:
+        return
+    from IPython.display import display
+
+    display(obj)
+
+
+def setup(
+    scales: Mapping[str, Mapping[str, Any]],
+    scale: str,
+    *,
+    seed: int = 0,
+    device: str = "auto",
+    threads: int | None = None,
+    style: bool = True,
+    show: bool = True,
+) -> Setup:
+    """A chapter's setup in one call; returns ``Setup(cfg, device)``, so ``cfg, device = setup(SCALES, scale, ...)``.
+
+    In this order (the order the chapters always used, so seeded numbers do not move):
+
+    1. ``style=True``: the book's figure style (:func:`iclr26.plot.use_style`);
+    2. ``device``: :func:`pick_device` (``"auto"`` -> CUDA, else MPS, else the CPU);
+    3. ``seed``: :func:`seed_everything` (Python, NumPy's global generator, torch, deterministic algorithms);
+    4. ``threads``: if given, caps torch's intra-op threads at that many
+       (``torch.set_num_threads(min(threads, torch.get_num_threads()))``; never raises the count);
+    5. ``cfg = select_scale(scales, scale)``; with ``show=True`` the size table (:func:`scale_table`, the active scale
+       marked) is displayed as a cell output when running inside IPython/Jupyter, and nothing is printed elsewhere.
+
+    Every argument is checked before anything changes: a bad table, scale, seed, device or thread count raises
+    ``TypeError``/``ValueError`` and leaves the style, the seeds and the threads as they were.
+    """
+    cfg = select_scale(scales, scale)
+    style = check_bool(style, "style")
+    show = check_bool(show, "show")
+    if threads is not None:
+        threads = check_int(threads, "threads", low=1)
+    check_int(seed, "seed", 0, 2**32 - 1)
+    dev = pick_device(device)
+    if style:
+        use_style()
+    seed_everything(seed)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(min(threads, torch.get_num_threads()))
+    if show:
+        _show(scale_table(scales, scale))
+    return Setup(cfg, dev)
 
 
 class Timer:

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import float_tensor
+from iclr26.checks import check_bool, check_choice, check_float, check_int, check_prob, float_tensor, torch_generator
 
 __all__ = [
     "ReLUSAE",
@@ -61,23 +61,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------ validation
-def _check_int(value: Any, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_float(value: Any, name: str, low: float = 0.0, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value < low or (strict and value == low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
-    return value
-
-
 _as_tensor = functools.partial(float_tensor, numpy_ok=True)
 
 
@@ -87,11 +70,9 @@ class _DictionarySAE(nn.Module):
 
     def __init__(self, d_in: int, width: int, decoder_norm: str = "unit") -> None:
         super().__init__()
-        self.d_in = _check_int(d_in, "d_in")
-        self.width = _check_int(width, "width")
-        if decoder_norm not in ("unit", "free"):
-            raise ValueError(f"decoder_norm must be 'unit' or 'free', got {decoder_norm!r}")
-        self.decoder_norm = decoder_norm
+        self.d_in = check_int(d_in, "d_in", low=1)
+        self.width = check_int(width, "width", low=1)
+        self.decoder_norm = check_choice(decoder_norm, "decoder_norm", ("unit", "free"))
         w = torch.randn(self.width, self.d_in)
         w = w / w.norm(dim=1, keepdim=True)
         self.W_dec = nn.Parameter(w.clone())  # (width, d_in): one dictionary atom per row
@@ -144,7 +125,7 @@ class ReLUSAE(_DictionarySAE):
 
     def __init__(self, d_in: int, width: int, l1: float = 1e-2, decoder_norm: str = "unit") -> None:
         super().__init__(d_in, width, decoder_norm)
-        self.l1 = _check_float(l1, "l1")
+        self.l1 = check_float(l1, "l1", low=0.0)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return F.relu(self.pre_activations(x))
@@ -167,11 +148,10 @@ class TopKSAE(_DictionarySAE):
 
     def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = True) -> None:
         super().__init__(d_in, width, decoder_norm)
-        self.k = _check_int(k, "k")
+        self.k = check_int(k, "k", low=1)
         if self.k > self.width:
             raise ValueError(f"k must be <= width={self.width}, got {k}")
-        if not isinstance(fast, bool):
-            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
+        fast = check_bool(fast, "fast")
         self.fast = fast
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -345,9 +325,9 @@ class CodeAttention(nn.Module):
 
     def __init__(self, width: int, n_heads: int = 4, bottleneck_factor: int = 1) -> None:
         super().__init__()
-        width = _check_int(width, "width")
-        n_heads = _check_int(n_heads, "n_heads")
-        bottleneck_factor = _check_int(bottleneck_factor, "bottleneck_factor")
+        width = check_int(width, "width", low=1)
+        n_heads = check_int(n_heads, "n_heads", low=1)
+        bottleneck_factor = check_int(bottleneck_factor, "bottleneck_factor", low=1)
         if width % (n_heads * bottleneck_factor):
             raise ValueError(
                 f"width={width} must be divisible by n_heads * bottleneck_factor = {n_heads * bottleneck_factor}"
@@ -392,17 +372,17 @@ class TemporalSAE(nn.Module):
     For a sequence ``x`` of shape ``(batch, time, d_in)`` (multiplied by ``scaling_factor`` first):
 
     1. ``x~ = x - b``; raw codes ``u_t = ReLU(lam * x~_t D^T)`` with the tied dictionary ``D`` (``width x d_in``);
-    2. context codes shifted by one step, ``c_t = u_{t-1}`` (``c_1 = 0``) — ``shift=False`` drops the shift
-       (an exercise: the current token then leaks into its own "prediction");
-    3. ``z~_t = ReLU(CodeAttention(c, u)_t)``; least-squares scale ``alpha_t = <z~_t D, x~_t> / ||z~_t D||^2``;
-       predictable code ``z_pred_t = alpha_t z~_t``; the residual ``r_t = x~_t - z_pred_t D`` goes on
-       (repeated for ``n_attn_layers`` layers);
+    2. context codes shifted by one step, ``c_t = u_{t-1}`` (``c_1 = 0``): :meth:`context_codes`;
+    3. ``z~_t = ReLU(CodeAttention(c, u)_t)`` (:meth:`predict_codes`); least-squares scale
+       ``alpha_t = <z~_t D, x~_t> / ||z~_t D||^2``; predictable code ``z_pred_t = alpha_t z~_t``; the residual
+       ``r_t = x~_t - z_pred_t D`` goes on (repeated for ``n_attn_layers`` layers);
     4. novel code ``z_nov_t = TopK_k(ReLU(lam * r_t D^T))`` (``novel="topk"``), ``ReLU`` (``"relu"``, trained with
        an L2 penalty) or zero (``"nullify"``);
     5. ``x_hat = ((z_pred + z_nov) D + b) / scaling_factor``.
 
-    ``context="attention"`` is the official predictor; ``context="ema"`` replaces the attention with an exponential
-    moving average of past codes with decay ``ema_decay`` (an exercise).
+    Variants are subclasses: override :meth:`context_codes` (e.g. no shift, so the current token leaks into its own
+    "prediction") or :meth:`predict_codes` (e.g. a moving average of past codes instead of the attention); the rest of
+    the model (the scale ``alpha``, the novel code, the loss, :func:`fit_temporal_sae`) is unchanged.
 
     ``fast=True`` (the default; ``novel="topk"`` only) computes the novel code and its reconstruction through the
     k-sparse path of :class:`TopKSAE` (:class:`_TopKSparseCode` with encoder ``lam D^T`` and decoder ``D``): same
@@ -418,51 +398,44 @@ class TemporalSAE(nn.Module):
         n_attn_layers: int = 1,
         bottleneck_factor: int = 1,
         novel: str = "topk",
-        shift: bool = True,
-        context: str = "attention",
-        ema_decay: float = 0.9,
         scaling_factor: float = 1.0,
         fast: bool = True,
     ) -> None:
         super().__init__()
-        self.d_in = _check_int(d_in, "d_in")
-        self.width = _check_int(width, "width")
+        self.d_in = check_int(d_in, "d_in", low=1)
+        self.width = check_int(width, "width", low=1)
         if novel not in ("topk", "relu", "nullify"):
             raise ValueError(f"novel must be 'topk', 'relu' or 'nullify', got {novel!r}")
         if novel == "topk":
             if k is None:
                 raise ValueError("k must be given when novel='topk'")
-            k = _check_int(k, "k")
+            k = check_int(k, "k", low=1)
             if k > self.width:
                 raise ValueError(f"k must be <= width={self.width}, got {k}")
-        if not isinstance(shift, bool):
-            raise TypeError(f"shift must be a bool, got {type(shift).__name__}")
-        if not isinstance(fast, bool):
-            raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
-        if context not in ("attention", "ema"):
-            raise ValueError(f"context must be 'attention' or 'ema', got {context!r}")
-        self.ema_decay = _check_float(ema_decay, "ema_decay")
-        if not self.ema_decay < 1:
-            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
-        self.scaling_factor = _check_float(scaling_factor, "scaling_factor", strict=True)
-        self.k, self.novel, self.shift, self.context, self.fast = k, novel, shift, context, fast
+        fast = check_bool(fast, "fast")
+        self.scaling_factor = check_float(scaling_factor, "scaling_factor", 0.0, low_open=True)
+        self.k, self.novel, self.fast = k, novel, fast
         self.lam = 1.0 / (4 * self.d_in)
         self.eps = 1e-6
-        n_attn_layers = _check_int(n_attn_layers, "n_attn_layers")
+        n_attn_layers = check_int(n_attn_layers, "n_attn_layers", low=1)
         self.attn_layers = nn.ModuleList(
             [CodeAttention(self.width, n_heads, bottleneck_factor) for _ in range(n_attn_layers)]
         )
         self.D = nn.Parameter(torch.randn(self.width, self.d_in))
         self.b = nn.Parameter(torch.zeros(self.d_in))
 
-    def _ema(self, ctx: torch.Tensor) -> torch.Tensor:
-        """Exponential moving average of the context codes up to each position (the attention ablation)."""
-        T = ctx.shape[1]
-        t = torch.arange(T, device=ctx.device, dtype=ctx.dtype)
-        lag = t[:, None] - t[None, :]
-        w = torch.where(lag >= 0, self.ema_decay ** lag.clamp_min(0), torch.zeros_like(lag))
-        w = w / w.sum(1, keepdim=True)
-        return torch.einsum("ts,bsm->btm", w, ctx)
+    def context_codes(self, u: torch.Tensor) -> torch.Tensor:
+        """The codes each position may predict from: ``u`` shifted one step into the past, ``c_t = u_{t-1}``,
+        ``c_1 = 0`` (``u``: ``(batch, time, width)``). Override in a subclass to change what the predictor sees."""
+        return torch.cat([torch.zeros_like(u[:, :1]), u[:, :-1]], dim=1)
+
+    def predict_codes(
+        self, layer: nn.Module, ctx: torch.Tensor, u: torch.Tensor, return_pattern: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The raw predicted codes (before the ReLU and the scale ``alpha``) and the attention pattern (or ``None``):
+        the official :class:`CodeAttention` ``layer`` reads the context codes ``ctx`` (keys, values) with queries from
+        the current codes ``u``. Override in a subclass to try another predictor (return ``(codes, None)``)."""
+        return layer(ctx, u, return_pattern=return_pattern)
 
     def forward(
         self, x: torch.Tensor, return_pattern: bool = False, k: int | None = None
@@ -470,17 +443,13 @@ class TemporalSAE(nn.Module):
         """Return ``(x_hat, out)``; ``out`` holds ``pred_codes``, ``novel_codes``, ``pred_recons``,
         ``novel_recons`` (without the bias, in input units), ``alpha`` and ``attn`` (patterns if asked)."""
         x = _as_tensor(x, "x", ndim=3, last=self.d_in)
-        kval = self.k if k is None else _check_int(k, "k")
+        kval = self.k if k is None else check_int(k, "k", low=1)
         xt = x * self.scaling_factor - self.b
         z_pred = torch.zeros(*x.shape[:2], self.width, device=x.device, dtype=x.dtype)
         alphas, patterns = [], []
         for layer in self.attn_layers:
             u = F.relu((xt * self.lam) @ self.D.T)
-            ctx = torch.cat([torch.zeros_like(u[:, :1]), u[:, :-1]], dim=1) if self.shift else u
-            if self.context == "attention":
-                raw, pattern = layer(ctx, u, return_pattern=return_pattern)
-            else:
-                raw, pattern = self._ema(ctx), None
+            raw, pattern = self.predict_codes(layer, self.context_codes(u), u, return_pattern=return_pattern)
             raw = F.relu(raw)
             recon = raw @ self.D
             alpha = (recon * xt).sum(-1, keepdim=True) / (recon.norm(dim=-1, keepdim=True) + self.eps).pow(2)
@@ -565,17 +534,20 @@ def scaling_factor(x: torch.Tensor) -> float:
 
 
 def _train_on_samples(model: nn.Module, x: torch.Tensor, loss, *, steps: int, batch_size: int, lr: float,
-                      weight_decay: float, warmup: int | None, clip: float, seed: int, progress: bool, desc: str):
+                      weight_decay: float, warmup: int | None, clip: float, seed: int | np.random.Generator,
+                      progress: bool, desc: str):
     """The shared recipe: minibatches drawn from ``x`` along its first axis, AdamW (betas 0.9, 0.95),
     warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
     from iclr26.train import fit
 
-    steps = _check_int(steps, "steps")
-    batch_size = _check_int(batch_size, "batch_size")
-    warmup = max(1, steps // 20) if warmup is None else _check_int(warmup, "warmup", 0)
+    steps = check_int(steps, "steps", low=1)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    warmup = max(1, steps // 20) if warmup is None else check_int(warmup, "warmup", low=0)
+    lr = check_float(lr, "lr", 0.0, low_open=True)
+    weight_decay = check_float(weight_decay, "weight_decay", low=0.0)
+    gen = torch_generator(seed)  # on the CPU: the same minibatches on every device
     device = next(model.parameters()).device
     x = x.to(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
     n = x.shape[0]
 
     def batches(step: int) -> torch.Tensor:
@@ -596,7 +568,7 @@ def fit_sae(
     weight_decay: float = 0.0,
     warmup: int | None = None,
     clip: float = 1.0,
-    seed: int = 0,
+    seed: int | np.random.Generator = 0,
     progress: bool = True,
     desc: str = "SAE",
 ):
@@ -621,7 +593,7 @@ def fit_temporal_sae(
     warmup: int | None = None,
     clip: float = 1.0,
     gamma: float = 0.0,
-    seed: int = 0,
+    seed: int | np.random.Generator = 0,
     progress: bool = True,
     desc: str = "TFA",
 ):
@@ -630,7 +602,7 @@ def fit_temporal_sae(
     if not isinstance(tfa, TemporalSAE):
         raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
     x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
-    gamma = _check_float(gamma, "gamma")
+    gamma = check_float(gamma, "gamma", low=0.0)
     return _train_on_samples(tfa, x, lambda m, b: m.loss(b, gamma=gamma), steps=steps, batch_size=batch_size,
                              lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
                              progress=progress, desc=desc)
@@ -668,29 +640,23 @@ def _codes(z: Any) -> torch.Tensor:
     return z.detach().reshape(-1, z.shape[-1])
 
 
-def _check_threshold(threshold: Any) -> float:
-    return _check_float(threshold, "threshold")
-
-
 def l0(z: Any, threshold: float = 0.0) -> float:
     """Mean number of latents with ``|z| > threshold`` per token."""
     z = _codes(z)
-    return float((z.abs() > _check_threshold(threshold)).float().sum(-1).mean())
+    return float((z.abs() > check_float(threshold, "threshold", low=0.0)).float().sum(-1).mean())
 
 
 def dead_fraction(z: Any, threshold: float = 0.0) -> float:
     """Fraction of latents that never exceed ``threshold`` (in absolute value) on the given tokens."""
     z = _codes(z)
-    return float(((z.abs() > _check_threshold(threshold)).sum(0) == 0).float().mean())
+    return float(((z.abs() > check_float(threshold, "threshold", low=0.0)).sum(0) == 0).float().mean())
 
 
 def dense_fraction(z: Any, frequency: float = 0.5, threshold: float = 0.0) -> float:
     """Fraction of latents active (``|z| > threshold``) on more than ``frequency`` of the tokens."""
     z = _codes(z)
-    frequency = _check_float(frequency, "frequency")
-    if frequency > 1:
-        raise ValueError(f"frequency must be in [0, 1], got {frequency}")
-    return float(((z.abs() > _check_threshold(threshold)).float().mean(0) > frequency).float().mean())
+    frequency = check_prob(frequency, "frequency")
+    return float(((z.abs() > check_float(threshold, "threshold", low=0.0)).float().mean(0) > frequency).float().mean())
 
 
 @dataclass(frozen=True)
@@ -721,7 +687,7 @@ def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> Dict
         )
     if learned.shape[0] < true.shape[0]:
         raise ValueError(f"learned needs at least as many atoms as true ({true.shape[0]}), got {learned.shape[0]}")
-    threshold = _check_float(threshold, "threshold")
+    threshold = check_float(threshold, "threshold", low=0.0)
     cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
     rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
     matched = cos[rows, cols].cpu().numpy()

@@ -28,6 +28,8 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from iclr26.checks import check_float, check_int
+
 __all__ = ["SweepCache", "SweepResult", "grid_search", "coordinate_descent"]
 
 Objective = Callable[[dict[str, Any]], "float | Mapping[str, Any]"]
@@ -245,10 +247,9 @@ def coordinate_descent(
     """
     _check_objective(objective)
     grid = _check_grid(grid)
-    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not threshold >= 0:
-        raise ValueError(f"threshold must be a number >= 0, got {threshold!r}")
-    if max_evals is not None and (isinstance(max_evals, bool) or not isinstance(max_evals, int) or max_evals <= 0):
-        raise ValueError(f"max_evals must be a positive int or None, got {max_evals!r}")
+    threshold = check_float(threshold, "threshold", 0.0)
+    if max_evals is not None:
+        max_evals = check_int(max_evals, "max_evals", low=1)
     fixed = _check_fixed(fixed, grid)
     index: dict[str, int] = {}
     init = {} if init is None else init

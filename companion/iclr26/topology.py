@@ -4,7 +4,7 @@ Small helpers around ``scipy`` and ``ripser`` for chapters that study the shape 
 
     wrap_angle(phi_L - phi_R)                    # angles into (-π, π]
     circular_resultant(dphi)                      # R = |mean e^{iθ}| in [0, 1]: 1 = all equal, ~0 = spread out
-    mmd_circular_test(dphi_a, dphi_b)             # MMD² (von Mises kernel) and its permutation p-value
+    mmd_circular_test(dphi_a, dphi_b)             # MMDTest(mmd2, p_value): MMD² (von Mises kernel), permutation p
     ph = persistence(cloud, n_points=500)         # ripser H0/H1 on a subsample; bar lengths / point-cloud diameter
     persistence(cloud, n_points=500, sample="furthest")   # an even (furthest-point) subsample instead of a random one
     ph.count(1, threshold=0.2)                    # number of H1 bars longer than 20 % of the diameter
@@ -13,12 +13,23 @@ Small helpers around ``scipy`` and ``ripser`` for chapters that study the shape 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ive
 
-__all__ = ["wrap_angle", "circular_resultant", "circular_mean", "mmd_circular_test", "Persistence", "persistence"]
+from iclr26.checks import as_generator, check_choice, check_float, check_int
+
+__all__ = [
+    "wrap_angle",
+    "circular_resultant",
+    "circular_mean",
+    "MMDTest",
+    "mmd_circular_test",
+    "Persistence",
+    "persistence",
+]
 
 
 def _angles(x, what: str) -> np.ndarray:
@@ -53,9 +64,16 @@ def circular_mean(angles) -> float:
     return float(wrap_angle(np.angle(np.exp(1j * a).mean())))
 
 
+class MMDTest(NamedTuple):
+    """Result of :func:`mmd_circular_test`: the observed MMD² and its permutation p-value."""
+
+    mmd2: float
+    p_value: float
+
+
 def mmd_circular_test(
-    x, y, *, kappa: float = 2.0, n_perm: int = 1000, seed: int = 0, max_order: int = 64
-) -> tuple[float, float]:
+    x, y, *, kappa: float = 2.0, n_perm: int = 1000, seed: int | np.random.Generator = 0, max_order: int = 64
+) -> MMDTest:
     """Two-sample permutation test on the circle with the von Mises kernel k(θ, θ') = exp(κ (cos(θ − θ') − 1)).
 
     The kernel expands as k = Σ_j c_j cos(j (θ − θ')) with c_j ∝ I_j(κ) (modified Bessel functions), so the
@@ -63,15 +81,14 @@ def mmd_circular_test(
     moments m(j) = mean e^{ijθ}. That makes each permutation O(n · J) instead of O(n²). Small κ compares only the
     first few moments (mean direction, spread); large κ resolves fine detail.
 
-    Returns ``(mmd2, p_value)`` with the permutation p-value (1 + #{perm ≥ observed}) / (1 + n_perm).
+    Returns :class:`MMDTest` ``(mmd2, p_value)`` with the permutation p-value (1 + #{perm ≥ observed}) / (1 + n_perm).
+    ``seed`` is an int or a ``np.random.Generator`` (the permutations' randomness).
     """
     xa, ya = _angles(x, "x"), _angles(y, "y")
-    if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not 0 < kappa <= 50:
-        raise ValueError(f"kappa must be a number in (0, 50], got {kappa!r}")
-    if isinstance(n_perm, bool) or not isinstance(n_perm, int) or n_perm < 1:
-        raise ValueError(f"n_perm must be a positive int, got {n_perm!r}")
-    if isinstance(max_order, bool) or not isinstance(max_order, int) or max_order < 1:
-        raise ValueError(f"max_order must be a positive int, got {max_order!r}")
+    kappa = check_float(kappa, "kappa", 0.0, 50.0, low_open=True)
+    n_perm = check_int(n_perm, "n_perm", low=1)
+    max_order = check_int(max_order, "max_order", low=1)
+    rng = as_generator(seed)
     j = np.arange(max_order + 1)
     c = ive(j, kappa)  # I_j(κ) e^{-κ}: the kernel's Fourier weights, exp(κ(cos − 1)) = Σ_j (2 − δ_j0) c_j cos(j·)
     c = c * np.where(j == 0, 1.0, 2.0)
@@ -87,7 +104,6 @@ def mmd_circular_test(
         return (np.abs(mx - my) ** 2) @ c
 
     observed = float(stat((np.arange(len(pooled)) < n).astype(float)))
-    rng = np.random.default_rng(seed)
     chunk = max(1, 2**21 // len(pooled))  # permutations per batch: bounded memory for large samples
     null = []
     for start in range(0, n_perm, chunk):
@@ -97,7 +113,7 @@ def mmd_circular_test(
         null.append(stat(masks))
     null = np.concatenate(null)
     p_value = (1 + int(np.sum(null >= observed - 1e-15))) / (1 + n_perm)
-    return observed, float(p_value)
+    return MMDTest(observed, float(p_value))
 
 
 @dataclass
@@ -110,8 +126,7 @@ class Persistence:
 
     def relative(self, dim: int) -> np.ndarray:
         """Finite bar lengths in dimension ``dim`` divided by the diameter, longest first."""
-        if not isinstance(dim, int) or not 0 <= dim < len(self.dgms):
-            raise ValueError(f"dim must be an int in [0, {len(self.dgms) - 1}], got {dim!r}")
+        dim = check_int(dim, "dim", 0, len(self.dgms) - 1)
         d = self.dgms[dim]
         life = d[:, 1] - d[:, 0]
         life = life[np.isfinite(life)]
@@ -119,17 +134,17 @@ class Persistence:
 
     def count(self, dim: int, threshold: float) -> int:
         """Number of bars in ``dim`` whose relative persistence exceeds ``threshold`` (a Betti-number estimate)."""
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
-            raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
+        threshold = check_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
         return int(np.sum(self.relative(dim) > threshold))
 
 
 def persistence(
-    points, *, maxdim: int = 1, n_points: int | None = 500, seed: int = 0, sample: str = "random"
+    points, *, maxdim: int = 1, n_points: int | None = 500, seed: int | np.random.Generator = 0, sample: str = "random"
 ) -> Persistence:
     """Vietoris–Rips persistent homology (``ripser``) of ``points`` (n, d), on a subsample of ``n_points``.
 
-    ``sample="random"`` draws the subsample uniformly (with ``seed``); ``sample="furthest"`` takes ripser's greedy
+    ``sample="random"`` draws the subsample uniformly (with ``seed``, an int or a ``np.random.Generator``);
+    ``sample="furthest"`` takes ripser's greedy
     permutation (furthest-point sampling from the first point; ``seed`` is not used), which covers the cloud evenly, so
     gaps between sampled points - and the short spurious H₁ bars they cause - are smaller for the same cost.
 
@@ -143,16 +158,15 @@ def persistence(
         raise ValueError(f"points must be a 2-D array (n_points >= 3, dim), got shape {pts.shape}")
     if not np.all(np.isfinite(pts)):
         raise ValueError("points must be finite")
-    if isinstance(maxdim, bool) or not isinstance(maxdim, int) or not 0 <= maxdim <= 2:
-        raise ValueError(f"maxdim must be 0, 1 or 2, got {maxdim!r}")
-    if n_points is not None and (isinstance(n_points, bool) or not isinstance(n_points, int) or n_points < 3):
-        raise ValueError(f"n_points must be an int >= 3 or None (all points), got {n_points!r}")
-    if sample not in ("random", "furthest"):
-        raise ValueError(f"sample must be 'random' or 'furthest', got {sample!r}")
+    maxdim = check_int(maxdim, "maxdim", 0, 2)
+    if n_points is not None:
+        n_points = check_int(n_points, "n_points", low=3)
+    sample = check_choice(sample, "sample", ("random", "furthest"))
+    rng = as_generator(seed)
     n_perm = None
     if n_points is not None and n_points < len(pts):
         if sample == "random":
-            pts = pts[np.random.default_rng(seed).choice(len(pts), n_points, replace=False)]
+            pts = pts[rng.choice(len(pts), n_points, replace=False)]
         else:
             n_perm = n_points
     if not np.any(pts != pts[0]):

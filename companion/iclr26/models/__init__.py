@@ -5,12 +5,14 @@
 """
 
 from iclr26.models.dit import DiTBlock, GatedAttention, TinyDiT, gate_grads, patchify, timestep_embedding, unpatchify
+from iclr26.models.ensemble import Ensemble
 from iclr26.models.mlp import MLP
 from iclr26.models.transformer import ACTIVATIONS, TinyTransformer, TransformerConfig
 
 __all__ = [
     "ACTIVATIONS",
     "DiTBlock",
+    "Ensemble",
     "GatedAttention",
     "MLP",
     "TinyDiT",

@@ -11,6 +11,19 @@ a final adaLN layer and :func:`unpatchify`.
 Each :class:`GatedAttention` multiplies head ``h``'s output by ``gate[h]`` (a buffer, 1 by default) before the output
 projection. Setting a gate to 0 removes that head exactly; :func:`gate_grads` makes the gates differentiable for one
 backward pass so ``|∂L/∂ξ_h|`` gives a head-importance score (used for memorisation-reducing head pruning).
+
+Named hook points (:class:`iclr26.hooks.HookedModule`): ``embed`` (B, N, dim: patch embedding plus positions),
+``cond`` (B, dim: the conditioning vector c), and per block ``l``: ``blocks.{l}.attn.pattern`` (B, heads, N, N: the
+softmax), ``blocks.{l}.attn.head_out`` (B, heads, N, head_dim: each head's output after its gate, before the output
+projection), ``blocks.{l}.attn_out`` (B, N, dim: what the attention sub-layer adds to the residual stream, g₁·Attn),
+``blocks.{l}.resid_mid``, ``blocks.{l}.mlp_out`` (g₂·MLP) and ``blocks.{l}.resid_post``::
+
+    out, cache = model.run_with_cache(x_k, k, names=["blocks.1.attn.head_out"])
+    cache["blocks.1.attn.head_out"][:, h]     # head h of layer 1 (all zeros when its gate is 0)
+
+While neither ``attn.pattern`` nor ``attn.head_out`` of a layer is hooked, its attention runs as one fused
+``F.scaled_dot_product_attention`` call (``TinyDiT(fast_attention=False)`` forces the explicit softmax; same numbers
+up to rounding).
 """
 
 from __future__ import annotations
@@ -22,20 +35,20 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from iclr26.checks import check_bool, check_float, check_int, float_tensor
+from iclr26.hooks import HookedModule, HookPoint
+from iclr26.models.transformer import sdpa
+
 __all__ = ["patchify", "unpatchify", "timestep_embedding", "GatedAttention", "DiTBlock", "TinyDiT", "gate_grads"]
-
-
-def _check_pos_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
     """``(B, C, H, W)`` → ``(B, (H/p)(W/p), p·p·C)`` tokens, row-major over patches."""
-    if not isinstance(x, torch.Tensor) or x.ndim != 4:
-        raise ValueError(f"x must be a (B, C, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
-    p = _check_pos_int(patch, "patch")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a (B, C, H, W) tensor, got {type(x).__name__}")
+    if x.ndim != 4:
+        raise ValueError(f"x must be a (B, C, H, W) tensor, got shape {tuple(x.shape)}")
+    p = check_int(patch, "patch", low=1)
     B, C, H, W = x.shape  # noqa: N806
     if H % p or W % p:
         raise ValueError(f"patch={p} must divide the image size {H}×{W}")
@@ -45,11 +58,14 @@ def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
 
 def unpatchify(tokens: torch.Tensor, patch: int, channels: int, height: int, width: int) -> torch.Tensor:
     """Inverse of :func:`patchify`: ``(B, N, p·p·C)`` → ``(B, C, H, W)``."""
-    p = _check_pos_int(patch, "patch")
-    for name, v in (("channels", channels), ("height", height), ("width", width)):
-        _check_pos_int(v, name)
-    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 3:
-        raise ValueError("tokens must be a (B, N, p·p·C) tensor")
+    p = check_int(patch, "patch", low=1)
+    channels = check_int(channels, "channels", low=1)
+    height = check_int(height, "height", low=1)
+    width = check_int(width, "width", low=1)
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a (B, N, p·p·C) tensor, got {type(tokens).__name__}")
+    if tokens.ndim != 3:
+        raise ValueError(f"tokens must be a (B, N, p·p·C) tensor, got shape {tuple(tokens.shape)}")
     hp, wp = height // p, width // p
     if tokens.shape[1] != hp * wp or tokens.shape[2] != p * p * channels:
         raise ValueError(f"tokens must have shape (B, {hp * wp}, {p * p * channels}), got {tuple(tokens.shape)}")
@@ -59,9 +75,12 @@ def unpatchify(tokens: torch.Tensor, patch: int, channels: int, height: int, wid
 
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """Sinusoidal embedding of (possibly fractional) timesteps ``t`` (shape ``(B,)``) → ``(B, dim)``."""
-    if not isinstance(t, torch.Tensor) or t.ndim != 1:
-        raise ValueError(f"t must be a 1-D tensor of timesteps, got {getattr(t, 'shape', type(t).__name__)}")
-    dim = _check_pos_int(dim, "dim")
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t must be a 1-D tensor of timesteps, got {type(t).__name__}")
+    if t.ndim != 1:
+        raise ValueError(f"t must be a 1-D tensor of timesteps, got shape {tuple(t.shape)}")
+    dim = check_int(dim, "dim", low=1)
+    max_period = check_float(max_period, "max_period", 0.0, low_open=True)
     half = dim // 2
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
     args = t.float()[:, None] * freqs[None]
@@ -91,51 +110,78 @@ def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torc
 
 
 class GatedAttention(nn.Module):
-    """Multi-head self-attention whose per-head outputs are multiplied by ``gate`` (shape ``(heads,)``)."""
+    """Multi-head self-attention whose per-head outputs are multiplied by ``gate`` (shape ``(heads,)``).
 
-    def __init__(self, dim: int, heads: int) -> None:
+    Hook points ``blocks.{layer}.attn.pattern`` and ``blocks.{layer}.attn.head_out``; ``fast_attention``: use the
+    fused ``F.scaled_dot_product_attention`` while neither is hooked (False: always the explicit softmax).
+    """
+
+    def __init__(self, dim: int, heads: int, *, layer: int = 0, fast_attention: bool = True) -> None:
         super().__init__()
-        _check_pos_int(dim, "dim")
-        _check_pos_int(heads, "heads")
+        dim = check_int(dim, "dim", low=1)
+        heads = check_int(heads, "heads", low=1)
+        layer = check_int(layer, "layer", low=0)
         if dim % heads:
             raise ValueError(f"heads={heads} must divide dim={dim}")
         self.heads, self.head_dim = heads, dim // heads
+        self.fast_attention = check_bool(fast_attention, "fast_attention")
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.register_buffer("gate", torch.ones(heads))
-        self.last_head_out: torch.Tensor | None = None  # (B, heads, N, head_dim) after gating, for inspection
+        self.hook_pattern = HookPoint(f"blocks.{layer}.attn.pattern")
+        self.hook_head_out = HookPoint(f"blocks.{layer}.attn.head_out")
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the next forward pass builds the attention pattern (forced, or a hook wants it or the heads)."""
+        return not self.fast_attention or self.hook_pattern.active or self.hook_head_out.active
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, D = x.shape  # noqa: N806
         q, k, v = self.qkv(x).reshape(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=-1)
-        heads = (att @ v) * self.gate.to(x.dtype)[None, :, None, None]  # ξ_h · head_h
-        self.last_head_out = heads.detach()
+        gate = self.gate.to(x.dtype)[None, :, None, None]
+        if not self.explicit:
+            heads = sdpa(q, k, v) * gate  # ξ_h · head_h
+        else:
+            att = self.hook_pattern(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=-1))
+            heads = self.hook_head_out((att @ v) * gate)  # (B, heads, N, head_dim)
         return self.proj(heads.transpose(1, 2).reshape(B, N, D))
 
 
 class DiTBlock(nn.Module):
     """A DiT block with adaLN-Zero conditioning: ``x + g₁·Attn(mod(LN x)) ; x + g₂·MLP(mod(LN x))``."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0) -> None:
+    def __init__(
+        self, dim: int, heads: int, mlp_ratio: float = 4.0, *, layer: int = 0, fast_attention: bool = True
+    ) -> None:
         super().__init__()
+        dim = check_int(dim, "dim", low=1)
+        mlp_ratio = check_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.attn = GatedAttention(dim, heads)
+        self.attn = GatedAttention(dim, heads, layer=layer, fast_attention=fast_attention)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         hidden = int(dim * mlp_ratio)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, dim))
         self.ada = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
         nn.init.zeros_(self.ada[1].weight)
         nn.init.zeros_(self.ada[1].bias)
+        p = f"blocks.{layer}."
+        self.hook_attn_out = HookPoint(p + "attn_out")
+        self.hook_resid_mid = HookPoint(p + "resid_mid")
+        self.hook_mlp_out = HookPoint(p + "mlp_out")
+        self.hook_resid_post = HookPoint(p + "resid_post")
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         s1, sc1, g1, s2, sc2, g2 = self.ada(c).chunk(6, dim=-1)
-        x = x + g1[:, None] * self.attn(_modulate(self.norm1(x), s1, sc1))
-        return x + g2[:, None] * self.mlp(_modulate(self.norm2(x), s2, sc2))
+        x = self.hook_resid_mid(x + self.hook_attn_out(g1[:, None] * self.attn(_modulate(self.norm1(x), s1, sc1))))
+        return self.hook_resid_post(x + self.hook_mlp_out(g2[:, None] * self.mlp(_modulate(self.norm2(x), s2, sc2))))
 
 
-class TinyDiT(nn.Module):
-    """A small DiT predicting the noise ε of ``(B, C, H, W)`` images at timesteps ``t`` (shape ``(B,)``)."""
+class TinyDiT(HookedModule):
+    """A small DiT predicting the noise ε of ``(B, C, H, W)`` images at timesteps ``t`` (shape ``(B,)``).
+
+    Hook points: see the module docstring. ``fast_attention=False`` makes every layer build its attention pattern.
+    """
 
     def __init__(
         self,
@@ -146,28 +192,42 @@ class TinyDiT(nn.Module):
         depth: int = 4,
         heads: int = 4,
         mlp_ratio: float = 4.0,
+        *,
+        fast_attention: bool = True,
     ) -> None:
         super().__init__()
-        for name, v in (("img_size", img_size), ("patch", patch), ("in_channels", in_channels), ("dim", dim),
-                        ("depth", depth), ("heads", heads)):
-            _check_pos_int(v, name)
+        img_size, patch = check_int(img_size, "img_size", low=1), check_int(patch, "patch", low=1)
+        in_channels, dim = check_int(in_channels, "in_channels", low=1), check_int(dim, "dim", low=1)
+        depth, heads = check_int(depth, "depth", low=1), check_int(heads, "heads", low=1)
         if img_size % patch:
             raise ValueError(f"patch={patch} must divide img_size={img_size}")
-        if not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
-            raise ValueError(f"mlp_ratio must be a positive number, got {mlp_ratio!r}")
+        mlp_ratio = check_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
+        fast_attention = check_bool(fast_attention, "fast_attention")
         self.img_size, self.patch, self.in_channels, self.dim = img_size, patch, in_channels, dim
         self.depth, self.heads = depth, heads
         grid = img_size // patch
         self.embed = nn.Linear(patch * patch * in_channels, dim)
         self.register_buffer("pos", _sincos_2d(dim, grid)[None], persistent=False)
         self.t_mlp = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
-        self.blocks = nn.ModuleList(DiTBlock(dim, heads, mlp_ratio) for _ in range(depth))
+        self.blocks = nn.ModuleList(
+            DiTBlock(dim, heads, mlp_ratio, layer=layer, fast_attention=fast_attention) for layer in range(depth)
+        )
         self.final_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.final_ada = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
         self.final = nn.Linear(dim, patch * patch * in_channels)
         for m in (self.final_ada[1], self.final):
             nn.init.zeros_(m.weight)
             nn.init.zeros_(m.bias)
+        self.hook_embed = HookPoint("embed")
+        self.hook_cond = HookPoint("cond")
+
+    def _hook_order(self) -> list[str]:
+        order = ["embed", "cond"]
+        for layer in range(self.depth):
+            p = f"blocks.{layer}."
+            order += [p + n for n in ("attn.pattern", "attn.head_out", "attn_out", "resid_mid", "mlp_out",
+                                      "resid_post")]
+        return order
 
     # -------------------------------------------------------------------------------------- gates
     @property
@@ -177,23 +237,26 @@ class TinyDiT(nn.Module):
 
     def set_gates(self, gates: torch.Tensor) -> None:
         """Set all gates from a ``(depth, heads)`` tensor (0 removes a head, 1 keeps it)."""
-        if not isinstance(gates, torch.Tensor) or tuple(gates.shape) != (self.depth, self.heads):
-            raise ValueError(f"gates must be a tensor of shape ({self.depth}, {self.heads})")
+        if not isinstance(gates, torch.Tensor):
+            raise TypeError(f"gates must be a tensor of shape ({self.depth}, {self.heads}), got {type(gates).__name__}")
+        if tuple(gates.shape) != (self.depth, self.heads):
+            raise ValueError(f"gates must be a tensor of shape ({self.depth}, {self.heads}), got {tuple(gates.shape)}")
         for b, g in zip(self.blocks, gates):
             b.attn.gate = g.detach().to(b.attn.gate.device, b.attn.gate.dtype).clone()
 
     # -------------------------------------------------------------------------------------- forward
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.ndim != 4:
-            raise ValueError(f"x must be a (B, C, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
+        x = float_tensor(x, "x", ndim=4)
         if tuple(x.shape[1:]) != (self.in_channels, self.img_size, self.img_size):
             raise ValueError(
                 f"x must have shape (B, {self.in_channels}, {self.img_size}, {self.img_size}), got {tuple(x.shape)}"
             )
-        if not isinstance(t, torch.Tensor) or t.shape != (x.shape[0],):
-            raise ValueError(f"t must be a tensor of shape ({x.shape[0]},)")
-        h = self.embed(patchify(x, self.patch)) + self.pos
-        c = self.t_mlp(timestep_embedding(t, self.dim).to(h.dtype))
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"t must be a tensor of shape ({x.shape[0]},), got {type(t).__name__}")
+        if t.shape != (x.shape[0],):
+            raise ValueError(f"t must be a tensor of shape ({x.shape[0]},), got {tuple(t.shape)}")
+        h = self.hook_embed(self.embed(patchify(x, self.patch)) + self.pos)
+        c = self.hook_cond(self.t_mlp(timestep_embedding(t, self.dim).to(h.dtype)))
         for block in self.blocks:
             h = block(h, c)
         shift, scale = self.final_ada(c).chunk(2, dim=-1)

@@ -12,6 +12,8 @@ interpretability work looks at passes through a named :class:`HookPoint` (Transf
     with model.hooks({"blocks.0.mlp.post": lambda t, name: 0 * t}):   # patch / ablate / steer
         ablated = model(tokens)
 
+The hook API (``hooks``, ``run_with_cache``, ``hook_names``, ``is_hooked``) is :class:`iclr26.hooks.HookedModule`'s.
+
 Hook names: ``embed``, ``pos_embed``, ``blocks.{l}.resid_pre``, ``blocks.{l}.attn.scores`` (b, h, q, k; scaled,
 masked, before the softmax), ``blocks.{l}.attn.pattern`` (b, h, q, k; after the α-mixing), ``blocks.{l}.attn.head_out``
 (b, s, h, d_model; what each head writes into the residual stream), ``blocks.{l}.attn_out``, ``blocks.{l}.resid_mid``,
@@ -24,20 +26,27 @@ Attention mixes a learned pattern with a constant one (the "Clock and Pizza" kno
 
 where U is uniform over the allowed keys (``attn_uniform="mean"``, rows sum to 1) or the all-ones matrix of Zhong et
 al.'s code (``attn_uniform="ones"``, allowed entries equal 1). α = 1 is ordinary attention; α = 0 is constant attention.
+
+**Two ways to compute attention, one result.** While no hook reads or patches a layer's ``attn.scores``,
+``attn.pattern`` or ``attn.head_out``, that layer takes the fast path: ``A V`` is computed as
+``α · F.scaled_dot_product_attention(Q, K, V) + (1 − α) · U V`` (a fused kernel; no (q, k) pattern and no per-head
+(b, s, h, d_model) tensor is built; α = 0 skips the softmax part, Q and K altogether) and the heads are mixed by ``W_O``
+in one matrix product. Otherwise, or with ``TransformerConfig(fast_attention=False)``, the explicit path builds every
+intermediate above. Both give the same numbers up to floating-point rounding (the sums run in another order).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.hooks import HookFn, HookPoint
+from iclr26.checks import check_bool, check_choice, check_float, check_int
+from iclr26.hooks import HookedModule, HookPoint
 
 __all__ = ["TransformerConfig", "TinyTransformer", "Attention", "MLPBlock", "Block", "ACTIVATIONS"]
 
@@ -46,7 +55,11 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu
 # ------------------------------------------------------------------------------------------------ config
 @dataclass
 class TransformerConfig:
-    """Sizes and switches of :class:`TinyTransformer`. Bad values raise ``ValueError`` naming the field."""
+    """Sizes and switches of :class:`TinyTransformer`.
+
+    A field of the wrong type raises ``TypeError``, a bad value ``ValueError``, both naming the field. Integer fields
+    accept any integer type (``np.int64`` from a NumPy grid) and are stored as ``int``.
+    """
 
     vocab_size: int
     n_ctx: int
@@ -66,12 +79,13 @@ class TransformerConfig:
     attn_uniform: str = "mean"  # "mean": U rows sum to 1 over allowed keys; "ones": allowed entries = 1 (Zhong)
     attn_bias: bool = False  # biases on W_Q, W_K, W_V, W_O
     init_std: float | None = None  # None: N(0, 1/fan_in) for every matrix; a float: N(0, init_std²) everywhere
+    # False: always the explicit attention path (same numbers up to rounding; slower). A built model reads it at
+    # every forward pass, so `model.cfg.fast_attention = False` switches it over.
+    fast_attention: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "d_mlp"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"TransformerConfig.{name} must be a positive int, got {v!r}")
+            setattr(self, name, check_int(getattr(self, name), f"TransformerConfig.{name}", low=1))
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
@@ -79,30 +93,43 @@ class TransformerConfig:
                     "set d_head explicitly"
                 )
             self.d_head = self.d_model // self.n_heads
-        if isinstance(self.d_head, bool) or not isinstance(self.d_head, int) or self.d_head <= 0:
-            raise ValueError(f"TransformerConfig.d_head must be a positive int or None, got {self.d_head!r}")
-        if self.act not in ACTIVATIONS:
-            raise ValueError(f"TransformerConfig.act must be one of {sorted(ACTIVATIONS)}, got {self.act!r}")
-        if isinstance(self.attn_alpha, bool) or not isinstance(self.attn_alpha, (int, float)):
-            raise ValueError(f"TransformerConfig.attn_alpha must be a number in [0, 1], got {self.attn_alpha!r}")
-        if not 0.0 <= float(self.attn_alpha) <= 1.0:
-            raise ValueError(f"TransformerConfig.attn_alpha must be in [0, 1], got {self.attn_alpha!r}")
-        self.attn_alpha = float(self.attn_alpha)
-        if self.positional not in ("learned", "none"):
-            raise ValueError(f"TransformerConfig.positional must be 'learned' or 'none', got {self.positional!r}")
-        if self.attn_uniform not in ("mean", "ones"):
-            raise ValueError(f"TransformerConfig.attn_uniform must be 'mean' or 'ones', got {self.attn_uniform!r}")
-        for name in ("layernorm", "causal", "tie_embeddings", "unembed_bias", "attn_bias"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"TransformerConfig.{name} must be a bool, got {getattr(self, name)!r}")
-        if self.init_std is not None and (
-            isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or self.init_std <= 0
-        ):
-            raise ValueError(f"TransformerConfig.init_std must be a positive number or None, got {self.init_std!r}")
+        self.d_head = check_int(self.d_head, "TransformerConfig.d_head", low=1)
+        check_choice(self.act, "TransformerConfig.act", sorted(ACTIVATIONS))
+        self.attn_alpha = check_float(self.attn_alpha, "TransformerConfig.attn_alpha", 0.0, 1.0)
+        check_choice(self.positional, "TransformerConfig.positional", ("learned", "none"))
+        check_choice(self.attn_uniform, "TransformerConfig.attn_uniform", ("mean", "ones"))
+        for name in ("layernorm", "causal", "tie_embeddings", "unembed_bias", "attn_bias", "fast_attention"):
+            setattr(self, name, check_bool(getattr(self, name), f"TransformerConfig.{name}"))
+        if self.init_std is not None:
+            self.init_std = check_float(self.init_std, "TransformerConfig.init_std", 0.0, low_open=True)
 
 
 def _init_(weight: torch.Tensor, fan_in: int, std: float | None) -> None:
     nn.init.normal_(weight, mean=0.0, std=std if std is not None else 1.0 / math.sqrt(fan_in))
+
+
+def _in_functorch_transform() -> bool:
+    """True inside ``torch.func.vmap`` / ``grad`` & co (private torch API; False if it moved)."""
+    peek = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
+
+
+def sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+) -> torch.Tensor:
+    """``softmax(Q Kᵀ / √d, masked) V`` with ``F.scaled_dot_product_attention``.
+
+    Inside a ``torch.func`` transform (``vmap`` of an ensemble) it is spelled out in plain tensor operations instead:
+    the fused CPU kernel has no batching rule there, and torch would loop over the batch.
+    """
+    if not _in_functorch_transform():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if is_causal:
+        attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
 
 
 # ------------------------------------------------------------------------------------------------ blocks
@@ -126,17 +153,35 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint(p + "pattern")
         self.hook_head_out = HookPoint(p + "head_out")
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+    @property
+    def explicit(self) -> bool:
+        """Whether the next forward pass takes the explicit path: forced by the config, or a hook wants one of the
+        scores, the pattern or the per-head outputs."""
+        return not self.cfg.fast_attention or (
+            self.hook_scores.active or self.hook_pattern.active or self.hook_head_out.active
+        )
+
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False, allowed_kind: str = "general"
+    ) -> torch.Tensor:
         """x: (b, s, d_model); allowed: bool (b or 1, 1, s, s), True where query q may attend to key k.
 
         ``last_only``: only the last position queries (every position is still a key): returns (b, 1, d_model).
+        ``allowed_kind``: what ``allowed`` is, so the fast path can skip the mask: ``"causal"`` (exactly the causal
+        mask), ``"full"`` (all True) or ``"general"`` (anything; always correct).
         """
+        check_choice(allowed_kind, "allowed_kind", ("general", "causal", "full"))
         b, s, _ = x.shape
         h, dh = self.cfg.n_heads, self.cfg.d_head
         xq = x[:, -1:].contiguous() if last_only else x
         if last_only:
             allowed = allowed[..., -1:, :]
+            if allowed_kind == "causal":  # the last query sees every key
+                allowed_kind = "full"
         sq = xq.shape[1]
+        if not self.explicit:
+            return self._fast(xq, x, allowed, allowed_kind)
+        # (Q, K, V in this order: autograd sums their gradients into x in reverse order, so the order fixes the bits)
         q = self.W_Q(xq).view(b, sq, h, dh).transpose(1, 2)  # (b, h, sq, dh)
         k = self.W_K(x).view(b, s, h, dh).transpose(1, 2)  # (b, h, s, dh)
         v = self.W_V(x).view(b, s, h, dh).transpose(1, 2)
@@ -162,6 +207,49 @@ class Attention(nn.Module):
         if self.W_O.bias is not None:
             out = out + self.W_O.bias
         return out
+
+    def _fast(self, xq: torch.Tensor, x: torch.Tensor, allowed: torch.Tensor, kind: str) -> torch.Tensor:
+        """``W_O(α · SDPA(Q, K, V) + (1 − α) · U V)``: no pattern, no per-head output tensor."""
+        b, sq, _ = xq.shape
+        s = x.shape[1]
+        h, dh = self.cfg.n_heads, self.cfg.d_head
+        alpha = self.cfg.attn_alpha
+        z = None
+        if alpha > 0.0:
+            q = self.W_Q(xq).view(b, sq, h, dh).transpose(1, 2)
+            k = self.W_K(x).view(b, s, h, dh).transpose(1, 2)
+        v = self.W_V(x).view(b, s, h, dh).transpose(1, 2)
+        if alpha > 0.0:
+            if kind == "full":
+                z = sdpa(q, k, v)
+            elif kind == "causal":
+                z = sdpa(q, k, v, is_causal=True)
+            else:
+                has_key = allowed.any(-1, keepdim=True)  # (b or 1, 1, sq, 1)
+                # a query with no allowed key may look everywhere (no NaN, forward or backward), then reads nothing
+                z = sdpa(q, k, v, attn_mask=allowed | ~has_key)
+                z = z.masked_fill(~has_key, 0.0)
+        if alpha < 1.0:
+            u = self._uniform_times(v, allowed, kind, sq)
+            z = u if z is None else alpha * z + (1.0 - alpha) * u
+        return self.W_O(z.transpose(1, 2).reshape(b, sq, h * dh))
+
+    def _uniform_times(self, v: torch.Tensor, allowed: torch.Tensor, kind: str, sq: int) -> torch.Tensor:
+        """``U V`` for the constant pattern U (rows summing to 1, or ones, over the allowed keys): (b, h, sq, dh)."""
+        mean = self.cfg.attn_uniform == "mean"
+        b, h, s, dh = v.shape
+        if kind == "full":
+            uv = v.mean(-2, keepdim=True) if mean else v.sum(-2, keepdim=True)
+            return uv.expand(b, h, sq, dh)
+        if kind == "causal":  # sq == s here: query i averages (or sums) keys 0..i
+            uv = v.cumsum(-2)
+            if mean:
+                uv = uv / torch.arange(1, s + 1, device=v.device, dtype=v.dtype).unsqueeze(-1)
+            return uv
+        u = allowed.to(v.dtype)
+        if mean:
+            u = u / u.sum(-1, keepdim=True).clamp_min(1.0)
+        return u @ v
 
 
 class MLPBlock(nn.Module):
@@ -201,17 +289,21 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint(p + "mlp_out")
         self.hook_resid_post = HookPoint(p + "resid_post")
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """``last_only``: compute the block's output at the last position only, (b, 1, d_model)."""
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor, last_only: bool = False, allowed_kind: str = "general"
+    ) -> torch.Tensor:
+        """``last_only``: compute the block's output at the last position only, (b, 1, d_model).
+
+        ``allowed_kind``: see :meth:`Attention.forward`."""
         x = self.hook_resid_pre(x)
-        attn_out = self.hook_attn_out(self.attn(self.ln1(x), allowed, last_only))
+        attn_out = self.hook_attn_out(self.attn(self.ln1(x), allowed, last_only, allowed_kind))
         x = self.hook_resid_mid((x[:, -1:] if last_only else x) + attn_out)
         x = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
         return x
 
 
 # ------------------------------------------------------------------------------------------------ model
-class TinyTransformer(nn.Module):
+class TinyTransformer(HookedModule):
     """A small decoder (or encoder, ``causal=False``) transformer with named hook points; see the module docstring."""
 
     def __init__(self, cfg: TransformerConfig) -> None:
@@ -239,66 +331,16 @@ class TinyTransformer(nn.Module):
         self.hook_pos_embed = HookPoint("pos_embed")
         self.hook_final_resid = HookPoint("final_resid")
         self.register_buffer("causal_mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)), False)
-        self._hook_points: dict[str, HookPoint] = {m.name: m for m in self.modules() if isinstance(m, HookPoint)}
 
     # -------------------------------------------------------------------------------------------- hooks API
-    @property
-    def hook_names(self) -> list[str]:
-        """All hook names, in the order a forward pass reaches them."""
+    def _hook_order(self) -> list[str]:
+        """All hook names, in the order a forward pass reaches them (the modules are registered in another)."""
         order = ["embed", "pos_embed"]
         for layer in range(self.cfg.n_layers):
             p = f"blocks.{layer}."
             order += [p + n for n in ("resid_pre", "attn.scores", "attn.pattern", "attn.head_out", "attn_out",
                                       "resid_mid", "mlp.pre", "mlp.post", "mlp_out", "resid_post")]
         return order + ["final_resid"]
-
-    def _check_names(self, names: Sequence[str] | Mapping[str, object], what: str) -> list[str]:
-        names = list(names)
-        unknown = [n for n in names if n not in self._hook_points]
-        if unknown:
-            raise ValueError(f"{what}: unknown hook name(s) {unknown}; valid names are {self.hook_names}")
-        return names
-
-    @contextmanager
-    def hooks(self, fns: Mapping[str, HookFn]) -> Iterator[TinyTransformer]:
-        """Within the block, ``fns[name](tensor, name)`` runs at hook ``name``; a returned tensor replaces the value."""
-        if not isinstance(fns, Mapping):
-            raise TypeError(f"fns must be a dict hook name -> fn(tensor, name), got {type(fns).__name__}")
-        self._check_names(fns, "fns")
-        for name, fn in fns.items():
-            if not callable(fn):
-                raise TypeError(f"fns[{name!r}] must be callable fn(tensor, name), got {type(fn).__name__}")
-        previous = {name: self._hook_points[name].fn for name in fns}
-        try:
-            for name, fn in fns.items():
-                self._hook_points[name].fn = fn
-            yield self
-        finally:
-            for name, fn in previous.items():
-                self._hook_points[name].fn = fn
-
-    def run_with_cache(
-        self,
-        tokens: torch.Tensor | None = None,
-        *,
-        embeds: torch.Tensor | None = None,
-        names: Sequence[str] | None = None,
-        attn_mask: torch.Tensor | None = None,
-        last_only: bool = False,
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Forward pass that also returns ``{hook name: detached tensor}`` for ``names`` (default: every hook)."""
-        if isinstance(names, str):
-            raise TypeError("names must be a list of hook names, not a single string")
-        wanted = self.hook_names if names is None else self._check_names(names, "names")
-        cache: dict[str, torch.Tensor] = {}
-        try:
-            for name in wanted:
-                self._hook_points[name].cache = cache
-            logits = self(tokens, embeds=embeds, attn_mask=attn_mask, last_only=last_only)
-        finally:
-            for name in wanted:
-                self._hook_points[name].cache = None
-        return logits, cache
 
     # -------------------------------------------------------------------------------------------- forward
     def forward(
@@ -319,8 +361,7 @@ class TinyTransformer(nn.Module):
         alone (earlier blocks run in full). The values equal ``forward(...)[:, -1:]``; hooks in the final block and
         ``final_resid`` then see a sequence length of 1.
         """
-        if not isinstance(last_only, bool):
-            raise TypeError(f"last_only must be a bool, got {type(last_only).__name__}")
+        last_only = check_bool(last_only, "last_only")
         cfg = self.cfg
         if (tokens is None) == (embeds is None):
             raise ValueError("pass exactly one of tokens (batch, seq) or embeds (batch, seq, d_model)")
@@ -344,7 +385,9 @@ class TinyTransformer(nn.Module):
             x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
 
         allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
+        kind = "causal" if cfg.causal else "full"  # lets the fast attention path skip the mask
         if attn_mask is not None:
+            kind = "general"
             if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
                 raise TypeError("attn_mask must be a bool tensor (seq, seq) or (batch, seq, seq)")
             if attn_mask.shape[-2:] != (s, s) or attn_mask.dim() not in (2, 3):
@@ -355,6 +398,6 @@ class TinyTransformer(nn.Module):
         allowed = allowed.view(-1, 1, s, s) if allowed.dim() == 3 else allowed.view(1, 1, s, s)
 
         for i, block in enumerate(self.blocks):
-            x = block(x, allowed, last_only and i == len(self.blocks) - 1)
+            x = block(x, allowed, last_only and i == len(self.blocks) - 1, kind)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)

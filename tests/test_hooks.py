@@ -1,0 +1,200 @@
+"""Unit tests of iclr26.hooks: HookPoint and the HookedModule API every model shares."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from iclr26.hooks import HookedModule, HookPoint
+from iclr26.models import MLP, TinyDiT, TinyTransformer, TransformerConfig
+
+
+class Toy(HookedModule):
+    """x -> 2x -> 2x + 1, with hook points "double" and "plus" (registered in reverse order on purpose)."""
+
+    def __init__(self, ordered: bool = False):
+        super().__init__()
+        self.hook_plus = HookPoint("plus")
+        self.inner = nn.Module()
+        self.inner.hook_double = HookPoint("double")
+        self.ordered = ordered
+
+    def _hook_order(self):
+        return ["double", "plus"] if self.ordered else super()._hook_order()
+
+    def forward(self, x, *, add=1.0):
+        return self.hook_plus(self.inner.hook_double(2 * x) + add)
+
+
+def test_hook_point_is_an_identity_with_a_name():
+    p = HookPoint("a.b")
+    x = torch.randn(3)
+    assert p(x) is x and p.name == "a.b" and "a.b" in repr(p)
+    assert not p.active
+    with pytest.raises(TypeError, match="name"):
+        HookPoint(3)
+    with pytest.raises(ValueError, match="name"):
+        HookPoint("")
+
+
+def test_hook_names_discovered_at_any_depth():
+    assert Toy().hook_names == ["plus", "double"]  # registration order by default
+    assert Toy(ordered=True).hook_names == ["double", "plus"]  # a subclass can give the forward order
+    toy = Toy()
+    assert toy.hook_point("double") is toy.inner.hook_double
+    with pytest.raises(ValueError, match=r"unknown hook name\(s\) \['nope'\]; valid names are \['plus', 'double'\]"):
+        toy.hook_point("nope")
+
+
+def test_duplicate_names_are_refused():
+    class Twice(HookedModule):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = HookPoint("x"), HookPoint("x")
+
+    with pytest.raises(ValueError, match="two hook points share the name 'x'"):
+        _ = Twice().hook_names
+
+
+def test_run_with_cache_passes_arguments_and_caches_detached_tensors():
+    toy = Toy()
+    x = torch.ones(2, requires_grad=True)
+    out, cache = toy.run_with_cache(x, add=3.0)
+    torch.testing.assert_close(out, torch.full((2,), 5.0))
+    assert set(cache) == {"plus", "double"}
+    torch.testing.assert_close(cache["double"], torch.full((2,), 2.0))
+    assert not cache["plus"].requires_grad and out.requires_grad
+    _, cache = toy.run_with_cache(x, names=["double"])
+    assert list(cache) == ["double"]
+    assert not toy.is_hooked("double")  # the cache is detached again afterwards
+
+
+def test_run_with_cache_bad_names():
+    toy = Toy()
+    x = torch.ones(2)
+    with pytest.raises(TypeError, match="single string"):
+        toy.run_with_cache(x, names="double")
+    with pytest.raises(TypeError, match="names"):
+        toy.run_with_cache(x, names=3)
+    with pytest.raises(TypeError, match="hook names must be str"):
+        toy.run_with_cache(x, names=[1])
+    with pytest.raises(ValueError, match="unknown hook"):
+        toy.run_with_cache(x, names=["double", "triple"])
+
+
+def test_run_with_cache_restores_state_after_an_error():
+    toy = Toy()
+    with pytest.raises(TypeError):
+        toy.run_with_cache(torch.ones(2), unknown_kwarg=1)
+    assert not toy.is_hooked("double") and not toy.is_hooked("plus")
+
+
+def test_nested_run_with_cache_keeps_the_outer_cache():
+    toy = Toy()
+    inner = {}
+
+    def probe(t, name):  # a hook that itself runs the model with a cache (once)
+        if "started" not in inner:
+            inner["started"] = True
+            inner.update(toy.run_with_cache(torch.zeros(1), names=["plus"])[1])
+        return None
+
+    with toy.hooks({"double": probe}):
+        _, outer = toy.run_with_cache(torch.ones(1), names=["double", "plus"])
+    torch.testing.assert_close(inner["plus"], torch.ones(1))  # 2·0 + 1
+    torch.testing.assert_close(outer["plus"], torch.full((1,), 3.0))  # the outer cache is back after the inner run
+    assert not toy.is_hooked("plus")
+
+
+def test_hooks_patch_nest_and_restore():
+    toy = Toy()
+    x = torch.ones(2)
+    seen = []
+
+    def zero(t, name):
+        seen.append(name)
+        return torch.zeros_like(t)
+
+    with toy.hooks({"double": zero}) as m:
+        assert m is toy and toy.is_hooked("double") and not toy.is_hooked("plus")
+        torch.testing.assert_close(toy(x), torch.ones(2))
+        with toy.hooks({"double": lambda t, n: t + 10}):
+            torch.testing.assert_close(toy(x), torch.full((2,), 13.0))
+        torch.testing.assert_close(toy(x), torch.ones(2))  # the outer hook is back
+    assert seen == ["double", "double"]
+    assert not toy.is_hooked("double")
+    torch.testing.assert_close(toy(x), torch.full((2,), 3.0))
+    with toy.hooks({"double": lambda t, n: None}):  # None keeps the value: a read-only hook
+        torch.testing.assert_close(toy(x), torch.full((2,), 3.0))
+
+
+def test_hooks_bad_input():
+    toy = Toy()
+    with pytest.raises(TypeError, match="fns must be a dict"):
+        with toy.hooks([("double", print)]):
+            pass
+    with pytest.raises(TypeError, match="callable"):
+        with toy.hooks({"double": 3}):
+            pass
+    with pytest.raises(ValueError, match="unknown hook"):
+        with toy.hooks({"triple": print}):
+            pass
+    with pytest.raises(ValueError, match="shape"):
+        with toy.hooks({"double": lambda t, n: t[:1]}):
+            toy(torch.ones(2))
+    with pytest.raises(ValueError, match="shape"):
+        with toy.hooks({"double": lambda t, n: 3.0}):
+            toy(torch.ones(2))
+    assert not toy.is_hooked("double")  # restored after the error
+
+
+def test_is_hooked_sees_torch_forward_hooks():
+    toy = Toy()
+    handle = toy.hook_point("plus").register_forward_hook(lambda mod, inp, out: None)
+    assert toy.is_hooked("plus")
+    handle.remove()
+    assert not toy.is_hooked("plus")
+    with pytest.raises(ValueError, match="unknown hook"):
+        toy.is_hooked("nope")
+
+
+def test_every_model_is_a_hooked_module():
+    cfg = TransformerConfig(vocab_size=5, n_ctx=3, d_model=8, n_heads=2, d_mlp=8)
+    for model in (TinyTransformer(cfg), MLP([3, 4, 2]), TinyDiT(img_size=4, patch=2, dim=8, depth=1, heads=2)):
+        assert isinstance(model, HookedModule)
+        assert sorted(model.hook_names) == sorted(model._hook_map())  # the forward order lists every point once
+
+
+def test_mlp_hooks_and_cache():
+    torch.manual_seed(0)
+    mlp = MLP([6, 8, 5, 3], act="gelu")
+    x = torch.randn(4, 6)
+    assert mlp.hook_names == ["layers.0.pre", "layers.0.post", "layers.1.pre", "layers.1.post"]
+    out, cache = mlp.run_with_cache(x)
+    torch.testing.assert_close(cache["layers.0.pre"], mlp.layers[0](x))
+    torch.testing.assert_close(cache["layers.0.post"], torch.nn.functional.gelu(mlp.layers[0](x)))
+    with mlp.hooks({"layers.1.post": lambda t, n: torch.zeros_like(t)}):
+        ablated = mlp(x)
+    torch.testing.assert_close(ablated, mlp.layers[2].bias.expand(4, 3))
+    torch.testing.assert_close(mlp(x), out)
+    # the state dict is unchanged by the hook points: same keys as a plain stack of Linear layers
+    assert list(mlp.state_dict()) == [f"layers.{i}.{w}" for i in range(3) for w in ("weight", "bias")]
+
+
+def test_mlp_arguments():
+    assert MLP([np.int64(3), 4, 2]).sizes == [3, 4, 2]
+    for bad in ("63", 6, [6, 2.0], [6, True]):
+        with pytest.raises(TypeError, match="sizes"):
+            MLP(bad)
+    for bad in ([6], [6, 0, 3]):
+        with pytest.raises(ValueError, match="sizes"):
+            MLP(bad)
+    with pytest.raises(ValueError, match="act"):
+        MLP([2, 2], act="sigmoid")
+    with pytest.raises(TypeError, match="bias"):
+        MLP([2, 2], bias=1)
+    mlp = MLP([2, 3])
+    with pytest.raises(TypeError, match="x"):
+        mlp(torch.ones(4, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="last dimension"):
+        mlp(torch.ones(4, 5))
