@@ -84,7 +84,7 @@ def test_bad_inputs(tmp_path):
         grid_search(lambda c: "bad", {"lr": LRS})
     with pytest.raises(ValueError, match="without a 'loss' entry"):
         grid_search(lambda c: {"mid": 1.0}, {"lr": LRS})
-    with pytest.raises(TypeError, match="must be a number, string"):
+    with pytest.raises(TypeError, match="must be a number, bool, string"):
         SweepCache.key({"lr": object()})
     with pytest.raises(ValueError, match="does not exist"):
         SweepCache.load(tmp_path / "missing.json")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ __all__ = [
     "check_choice",
     "check_device",
     "float_tensor",
+    "json_value",
     "as_generator",
     "torch_generator",
 ]
@@ -168,3 +169,24 @@ def torch_generator(seed: Any, device: Any = "cpu", name: str = "seed") -> torch
     gen = torch.Generator(device=check_device(device))
     gen.manual_seed(value)
     return gen
+
+
+def json_value(value: Any, name: str = "value") -> Any:
+    """``value`` as plain JSON: Python/NumPy/torch scalars and arrays, (nested) lists, tuples, dicts and strings;
+    ``TypeError`` naming ``name`` for anything else."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        return json_value(item(), name)
+    if hasattr(value, "tolist"):
+        return json_value(value.tolist(), name)
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v, name) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v, name) for v in value]
+    raise TypeError(f"{name} must be a number, bool, string, or a list/dict of those, got {type(value).__name__}")

@@ -32,10 +32,11 @@ import html
 import json
 import math
 import numbers
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from iclr26.checks import json_value
 
 __all__ = [
     "Claim",
@@ -114,26 +115,6 @@ def _check_number(value: Any, what: str) -> float:
             return _check_number(item(), what)
         raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
     return float(value)
-
-
-def _jsonable(value: Any, what: str = "value") -> Any:
-    """Python/numpy/torch scalars and (nested) lists, dicts and strings as plain JSON values."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "ndim", None) == 0:
-        return _jsonable(item(), what)
-    if hasattr(value, "tolist"):
-        return _jsonable(value.tolist(), what)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v, what) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, what) for v in value]
-    raise TypeError(f"{what} must be a number, bool, string, or a list/dict of those, got {type(value).__name__}")
 
 
 def _json_safe(value: Any) -> Any:
@@ -232,7 +213,7 @@ def claim(
     c = Claim(
         name=name,
         statement=statement,
-        value=_jsonable(value, "value"),
+        value=json_value(value, "value"),
         passed=passed,
         detail=detail,
         kind=kind,
@@ -529,7 +510,7 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     _check_name(name)
     if not isinstance(display, bool):
         raise TypeError(f"display must be a bool, got {type(display).__name__}")
-    plain = _jsonable(value, "value")
+    plain = json_value(value, "value")
     text = _fmt(plain) if isinstance(plain, (int, float)) and not isinstance(plain, bool) else str(plain)
     if isinstance(plain, float):
         text = repr(plain)  # full precision: the book formats it with {glue:text}`name:.3f`

@@ -28,24 +28,11 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from iclr26.checks import check_float, check_int
+from iclr26.checks import check_float, check_int, json_value
 
 __all__ = ["SweepCache", "SweepResult", "grid_search", "coordinate_descent"]
 
 Objective = Callable[[dict[str, Any]], "float | Mapping[str, Any]"]
-
-
-def _jsonable(value: Any, what: str) -> Any:
-    """Plain JSON value for a hyperparameter (tuples become lists); raise TypeError otherwise."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v, what) for v in value]
-    raise TypeError(f"{what} must be a number, string, bool, None or tuple of those, got {type(value).__name__}")
 
 
 class SweepCache:
@@ -66,7 +53,7 @@ class SweepCache:
         """The cache key of a configuration: its JSON with sorted keys."""
         if not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping of hyperparameters, got {type(config).__name__}")
-        return json.dumps({str(k): _jsonable(v, f"config[{k!r}]") for k, v in config.items()}, sort_keys=True)
+        return json.dumps({str(k): json_value(v, f"config[{k!r}]") for k, v in config.items()}, sort_keys=True)
 
     def __contains__(self, config: Mapping[str, Any]) -> bool:
         return self.key(config) in self._results
@@ -140,7 +127,7 @@ def _check_grid(grid: Any) -> dict[str, list[Any]]:
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
             raise ValueError(f"grid[{name!r}] must be a non-empty list of values, got {values!r}")
         vals = list(values)
-        keys = [json.dumps(_jsonable(v, f"grid[{name!r}]")) for v in vals]
+        keys = [json.dumps(json_value(v, f"grid[{name!r}]")) for v in vals]
         if len(set(keys)) != len(keys):
             raise ValueError(f"grid[{name!r}] has repeated values: {vals!r}")
         out[name] = vals
@@ -260,8 +247,8 @@ def coordinate_descent(
         raise ValueError(f"init sets {unknown}, which are not in the grid {sorted(grid)}")
     for name, values in grid.items():
         if name in init:
-            keys = [json.dumps(_jsonable(v, name)) for v in values]
-            k = json.dumps(_jsonable(init[name], f"init[{name!r}]"))
+            keys = [json.dumps(json_value(v, name)) for v in values]
+            k = json.dumps(json_value(init[name], f"init[{name!r}]"))
             if k not in keys:
                 raise ValueError(f"init[{name!r}]={init[name]!r} is not on the grid {values!r}")
             index[name] = keys.index(k)
