@@ -20,9 +20,6 @@ load hits both alike.
 from __future__ import annotations
 
 import copy
-import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Mapping
@@ -33,6 +30,8 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "companion"))
+
+from bench_sae import machine_info, write_result  # noqa: E402
 
 from iclr26.checks import check_int  # noqa: E402
 from iclr26.models import TinyTransformer, TransformerConfig  # noqa: E402
@@ -137,18 +136,9 @@ def attention_speed(steps: int = 4, warmup: int = 1, shape: Mapping[str, int] | 
         "seconds": seconds,
         "max_abs_diff": diff,
         "config": {**c, "steps": steps, "warmup": warmup},
-        "machine": {
-            "torch": torch.__version__,
-            "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "loadavg_after": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        },
+        "machine": machine_info(),
     }
 
 
 if __name__ == "__main__":
-    result = attention_speed()
-    print(json.dumps(result, indent=2))
-    out = ROOT / "_build" / "bench_attention.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(attention_speed(), "bench_attention.json")

@@ -87,6 +87,24 @@ class HandDenseTopK(nn.Module):
         return (x - x_hat).pow(2).sum(-1).mean()
 
 
+def machine_info() -> dict:
+    """What a speed measurement ran on: torch, CPU count and type, the load average after the run."""
+    return {
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "loadavg_after": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def write_result(result: dict, name: str) -> None:
+    """Print a speed result and keep it in _build/<name>."""
+    print(json.dumps(result, indent=2))
+    out = ROOT / "_build" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
 def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     """Training tokens per second of the ``fast``, ``dense`` and ``hand_dense`` TopK SAEs (see the module
     docstring): ``warmup`` untimed steps each, then ``steps`` timed steps each, interleaved in chunks.
@@ -147,18 +165,9 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
         "ratio_fast_over_hand_dense": tps["fast"] / tps["hand_dense"],
         "final_loss": last,
         "config": {**c, "steps": steps, "warmup": warmup},
-        "machine": {
-            "torch": torch.__version__,
-            "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "loadavg_after": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        },
+        "machine": machine_info(),
     }
 
 
 if __name__ == "__main__":
-    result = sae_speed()
-    print(json.dumps(result, indent=2))
-    out = ROOT / "_build" / "bench_sae.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(sae_speed(), "bench_sae.json")
