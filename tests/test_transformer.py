@@ -1,9 +1,7 @@
 """Unit tests of iclr26.models (fast: tiny models only)."""
 
 import copy
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -379,45 +377,3 @@ def test_sdpa_inside_vmap_equals_the_fused_kernel():
             warnings.simplefilter("error")  # no "batching rule not implemented" fallback
             batched = vmap(lambda a, b, c, kw=kw: sdpa(a, b, c, **kw))(q, k, v)
         torch.testing.assert_close(batched, torch.stack([sdpa(q[i], k[i], v[i], **kw) for i in range(3)]))
-
-
-# ------------------------------------------------------------------------------------ tools/bench_attention.py
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-
-
-def test_attention_speed_small_shape():
-    from bench_attention import attention_speed
-
-    res = attention_speed(steps=2, warmup=1, shape=dict(d_model=16, n_heads=2, seq_len=8, batch=2, n_layers=1))
-    assert set(res["tokens_per_s"]) == {"fast", "explicit"}
-    assert res["speedup"] == pytest.approx(res["tokens_per_s"]["fast"] / res["tokens_per_s"]["explicit"])
-    assert res["max_abs_diff"]["loss"] < 1e-4 and res["max_abs_diff"]["grad"] < 1e-4
-    assert res["config"]["d_model"] == 16 and res["config"]["steps"] == 2
-
-
-def test_attention_speed_rejects_bad_arguments():
-    from bench_attention import attention_speed
-
-    with pytest.raises(TypeError, match="steps"):
-        attention_speed(steps=2.5)
-    with pytest.raises(ValueError, match="warmup"):
-        attention_speed(warmup=-1)
-    with pytest.raises(ValueError, match="shape"):
-        attention_speed(shape=dict(heads=3))
-    with pytest.raises(TypeError, match="shape"):
-        attention_speed(shape=[1, 2])
-
-
-def test_reproducibility_page_shows_the_attention_speed(tmp_path):
-    from reproducibility import write_page
-
-    bench = {"date": "2026-12-03", "machine": "2 CPU cores", "runs": [], "attention_speed": {
-        "tokens_per_s": {"fast": 1234.0, "explicit": 800.0}, "speedup": 1.5425, "max_abs_diff": {"grad": 2.2e-8},
-        "config": {"d_model": 768, "n_heads": 12, "n_layers": 1, "seq_len": 512, "batch": 2, "attn_alpha": 1.0,
-                   "threads": 2, "warmup": 1, "steps": 4}}}
-    text = write_page([bench], tmp_path / "r.md", source="test").read_text()
-    assert "## Attention fast path" in text and "d_model 768, 12 heads" in text
-    assert "(no hook on the attention) | 1,234 |" in text and "| 800 |" in text
-    assert "**1.54×**" in text and "2.2e-08" in text
-    bench["attention_speed"] = None  # `--skip-attention`: no section
-    assert "Attention fast path" not in write_page([bench], tmp_path / "r.md", source="test").read_text()

@@ -19,7 +19,9 @@ HEADER = re.compile(r"\(measured by `make bench`, [0-9-]+\): ci ≈ [\d.–]+ s 
 
 
 def header_text(date: str, ci_seconds: float, book_seconds: float) -> str:
-    return f"(measured by `make bench`, {date}): ci ≈ {ci_seconds:.0f} s · book ≈ {book_seconds:.0f} s"
+    # rounded from the one-decimal value the Reproducibility page shows, so the two can never read differently
+    ci, book = round(ci_seconds, 1), round(book_seconds, 1)
+    return f"(measured by `make bench`, {date}): ci ≈ {ci:.0f} s · book ≈ {book:.0f} s"
 
 
 def update_headers(bench: dict, nbs: Path = ROOT / "nbs") -> list[str]:
