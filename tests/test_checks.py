@@ -16,6 +16,7 @@ from iclr26.checks import (
     check_device,
     check_float,
     check_int,
+    check_module,
     check_prob,
     float_tensor,
     torch_generator,
@@ -131,6 +132,15 @@ def test_check_device():
 
 
 # ------------------------------------------------------------------------------------------------ randomness
+def test_check_module():
+    lin = torch.nn.Linear(2, 2)
+    assert check_module(lin) is lin
+    with pytest.raises(TypeError, match=r"net must be a torch.nn.Module, got function"):
+        check_module(lambda x: x, "net")
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        check_module(torch.zeros(2))
+
+
 def test_as_generator_int_is_default_rng_and_generator_passes_through():
     a, b = as_generator(7), np.random.default_rng(7)
     np.testing.assert_array_equal(a.random(5), b.random(5))

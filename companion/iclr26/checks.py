@@ -26,6 +26,7 @@ __all__ = [
     "check_bool",
     "check_choice",
     "check_device",
+    "check_module",
     "float_tensor",
     "json_value",
     "as_generator",
@@ -116,6 +117,13 @@ def check_device(device: Any, name: str = "device") -> torch.device:
         return torch.device(device)
     except RuntimeError as e:
         raise ValueError(f"{name} is not a device torch knows: {device!r} ({e})") from None
+
+
+def check_module(value: Any, name: str = "model") -> torch.nn.Module:
+    """``value`` if it is a ``torch.nn.Module``; else ``TypeError`` naming ``name``."""
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+    return value
 
 
 def float_tensor(

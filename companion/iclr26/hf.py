@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, float_tensor
+from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, check_module, float_tensor
 
 __all__ = [
     "residual_activations",
@@ -396,12 +396,6 @@ def _submodule(model: nn.Module, name: Any, what: str) -> nn.Module:
         raise ValueError(f"{what} {name!r} is not a submodule of {type(model).__name__}; {hint}") from None
 
 
-def _check_model(model: Any) -> nn.Module:
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return model
-
-
 @contextmanager
 def forward_hooks(
     model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
@@ -421,7 +415,7 @@ def forward_hooks(
     >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
     ...     logits = model(ids).logits
     """
-    _check_model(model)
+    check_module(model)
     prepend = check_bool(prepend, "prepend")
     if not isinstance(hooks, Mapping):
         raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
@@ -488,7 +482,7 @@ def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -
                 model(ids)
                 feats.append(acts["transformer.h.3"][:, -1].cpu())
     """
-    _check_model(model)
+    check_module(model)
     names = _names(names)
     detach = check_bool(detach, "detach")
     store: dict[str, torch.Tensor] = {}
@@ -513,7 +507,7 @@ def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0)
     shape that broadcasts against the output (``(T, d)``: one vector per position) works too. It is moved to the
     output's device and dtype. Works during ``generate`` as well (each step's output is steered).
     """
-    _check_model(model)
+    check_module(model)
     _submodule(model, name, "name")
     vector = float_tensor(vector, "vector")
     if vector.ndim == 0:
@@ -542,7 +536,7 @@ def block_names(model: nn.Module, within: str = "") -> list[str]:
     """The names of a model's blocks: the entries of the shallowest ``nn.ModuleList`` (the longest among equally deep
     ones) under submodule ``within`` — ``["transformer.h.0", …]`` for GPT-2, ``["model.layers.0", …]`` for LLaMA,
     ``["encoder.layer.0", …]`` for ViT/DINOv2. In a vision-language model, pick the tower with ``within``."""
-    _check_model(model)
+    check_module(model)
     root = _submodule(model, within, "within")
     lists = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
     if not lists:

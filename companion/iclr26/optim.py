@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int
+from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
 
 __all__ = [
     "OPTIMIZERS",
@@ -75,8 +75,7 @@ MATRIX_OPTIMIZERS = ("muon", "soap", "kron")
 
 # ------------------------------------------------------------------------------------------------ parameters
 def _check_model(model: Any) -> nn.Module:
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module(model)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model has no trainable parameters")
     return model

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int
+from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
 
 __all__ = ["fit", "lr_multiplier", "next_token_loss", "save_checkpoint", "load_checkpoint", "Checkpoint", "SCHEDULES"]
 
@@ -184,8 +184,7 @@ def save_checkpoint(
 
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module(model)
     step = check_int(step, "step", low=0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -312,8 +311,7 @@ def fit(
     import pandas as pd
     from tqdm.auto import tqdm
 
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module(model)
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be a callable (model, batch) -> loss, got {type(loss_fn).__name__}")
     opts = _as_optimizers(optimizer)

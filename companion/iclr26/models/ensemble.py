@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from iclr26.checks import check_bool, check_int
+from iclr26.checks import check_bool, check_int, check_module
 
 __all__ = ["Ensemble"]
 
@@ -48,8 +48,7 @@ class Ensemble(nn.Module):
         if not members:
             raise ValueError("members must hold at least one module")
         for i, m in enumerate(members):
-            if not isinstance(m, nn.Module):
-                raise TypeError(f"members[{i}] must be an nn.Module, got {type(m).__name__}")
+            check_module(m, f"members[{i}]")
         first = _signature(members[0])
         for i, m in enumerate(members[1:], 1):
             if type(m) is not type(members[0]) or _signature(m) != first:
