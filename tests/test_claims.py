@@ -172,6 +172,7 @@ def test_read_notebook_round_trip(tmp_path):
     by_name = {c["name"]: c for c in rec["claims"]}
     assert by_name["power_high"]["passed"] is True and by_name["size_low"]["passed"] is False
     assert by_name["power_high"]["kind"] == "claim" and by_name["identity"]["kind"] == "sanity"
+    assert by_name["size_low"]["bound"] == 0.9 and by_name["size_low"]["slack"] == pytest.approx(-0.7)
     assert rec["verdicts"] == [
         {"headline": "the paper says so", "verdict": "partly", "evidence": "power_high", "why": "one of two"}
     ]
@@ -205,3 +206,32 @@ def test_read_notebook_flags_a_name_recorded_twice(tmp_path):
     nbformat.write(nb, path)
     rec = read_notebook(path)
     assert rec["duplicates"] == ["x"]
+
+
+@pytest.mark.parametrize(
+    "record, bound, slack",
+    [
+        (lambda: claim_at_least("a", "s", 0.9, 0.8), 0.8, 0.1),
+        (lambda: claim_at_most("b", "s", 0.9, 0.8), 0.8, -0.1),
+        (lambda: claim_greater_than("c", "s", 0.9, 0.5, margin=0.1), 0.6, 0.3),
+        (lambda: claim_less_than("d", "s", 0.2, 0.5, margin=0.1), 0.4, 0.2),
+        (lambda: claim_close_to("e", "s", 1.05, 1.0, 0.1), 0.1, 0.05),
+        (lambda: claim_between("f", "s", 0.3, 0.0, 1.0), 0.0, 0.3),
+        (lambda: claim_between("g", "s", 0.9, 0.0, 1.0), 1.0, 0.1),
+        (lambda: claim_between("h", "s", 1.2, 0.0, 1.0), 1.0, -0.2),
+    ],
+)
+def test_comparisons_record_their_line_and_slack(record, bound, slack):
+    c = record()
+    assert c.bound == pytest.approx(bound)
+    assert c.slack == pytest.approx(slack)
+    assert (c.slack >= 0) == c.passed or c.slack == 0  # the slack's sign agrees with the verdict
+
+
+def test_plain_claim_has_no_slack_unless_given():
+    c = claim("p", "s", "yes", True)
+    assert c.bound is None and c.slack is None
+    c = claim("q", "s", 3, True, bound=2, slack=1)
+    assert (c.bound, c.slack) == (2.0, 1.0)
+    with pytest.raises(TypeError, match="slack"):
+        claim("r", "s", 3, True, slack="wide")

@@ -51,8 +51,10 @@ def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     assert result["scale"] == "ci" and result["seed"] == 7 and result["ok"] is True
     assert result["glued"] == {"answer": 42, "scale_seen": "ci"}
     assert result["claims"] == [
-        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True, "kind": "claim"},
-        {"name": "zero", "statement": "zero is at most zero", "value": 0.0, "passed": True, "kind": "sanity"},
+        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True, "kind": "claim",
+         "bound": 1.0, "slack": 0.0},
+        {"name": "zero", "statement": "zero is at most zero", "value": 0.0, "passed": True, "kind": "sanity",
+         "bound": 0.0, "slack": 0.0},
     ]
     assert result["verdicts"] == [
         {"headline": "the seed matters", "verdict": "not reproduced", "evidence": "seed_not_13", "why": "it does not"}

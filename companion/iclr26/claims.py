@@ -83,6 +83,10 @@ class Claim:
 
     ``kind`` is ``"claim"`` (about the paper's result) or ``"sanity"`` (an identity or by-construction property);
     ``detail`` says what was compared; ``calibration`` (optional) the worst value seen over calibration seeds.
+    ``bound`` is the number the value was compared with (the threshold, baseline ± margin, the nearer end of an
+    interval, or the allowed deviation of ``claim_close_to``) and ``slack`` how far the value is from failing, in the
+    value's units (positive: passes with room; zero or negative: on or over the line); both are ``None`` for a
+    check made with :func:`claim`, which compares nothing numeric. The seed-robustness page ranks claims by them.
     """
 
     name: str
@@ -92,6 +96,8 @@ class Claim:
     detail: str = ""
     kind: str = "claim"
     calibration: str = ""
+    bound: float | None = None
+    slack: float | None = None
 
     @property
     def mark(self) -> str:
@@ -187,6 +193,8 @@ def claim(
     *,
     kind: str = "claim",
     calibration: str = "",
+    bound: float | None = None,
+    slack: float | None = None,
 ) -> Claim:
     """Record and show one check. ``passed`` must be a real bool (numpy bools are accepted).
 
@@ -194,6 +202,8 @@ def claim(
     by-construction property (the ``check_*`` functions set it). ``calibration`` states, where a threshold was
     calibrated over seeds, the worst value seen there (e.g. ``"ci seeds 0–7: min 0.83"``); the table shows it
     beside the threshold. Prefer the comparison helpers below; use this one for checks they do not cover.
+    ``bound`` and ``slack`` (optional numbers) are the comparison's line and the distance from it (see :class:`Claim`);
+    the comparison helpers fill them in.
     """
     _check_name(name)
     if not isinstance(statement, str) or not statement.strip():
@@ -210,6 +220,8 @@ def claim(
         passed = bool(passed)
     if not isinstance(passed, bool):
         raise TypeError(f"passed must be a bool, got {type(passed).__name__}")
+    bound = None if bound is None else _check_number(bound, "bound")
+    slack = None if slack is None else _check_number(slack, "slack")
     c = Claim(
         name=name,
         statement=statement,
@@ -218,6 +230,8 @@ def claim(
         detail=detail,
         kind=kind,
         calibration=calibration,
+        bound=bound,
+        slack=slack,
     )
     _CLAIMS[name] = c
     _publish(
@@ -232,7 +246,9 @@ def claim_at_least(
 ) -> Claim:
     """Passes iff ``value >= threshold``."""
     v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
-    return claim(name, statement, v, bool(v >= t), f"≥ {_fmt(t)}", kind=kind, calibration=calibration)
+    return claim(
+        name, statement, v, bool(v >= t), f"≥ {_fmt(t)}", kind=kind, calibration=calibration, bound=t, slack=v - t
+    )
 
 
 def claim_at_most(
@@ -240,7 +256,9 @@ def claim_at_most(
 ) -> Claim:
     """Passes iff ``value <= threshold``."""
     v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
-    return claim(name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, calibration=calibration)
+    return claim(
+        name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, calibration=calibration, bound=t, slack=t - v
+    )
 
 
 def _against_baseline(value: Any, baseline: Any, margin: Any) -> tuple[float, float, float]:
@@ -263,7 +281,9 @@ def claim_greater_than(
     """Passes iff ``value > baseline + margin`` (the baseline is measured in the same run)."""
     v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" + margin {_fmt(m)}" if m else "")
-    return claim(name, statement, v, bool(v > b + m), detail, kind=kind, calibration=calibration)
+    return claim(
+        name, statement, v, bool(v > b + m), detail, kind=kind, calibration=calibration, bound=b + m, slack=v - (b + m)
+    )
 
 
 def claim_less_than(
@@ -279,7 +299,9 @@ def claim_less_than(
     """Passes iff ``value < baseline - margin``."""
     v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" − margin {_fmt(m)}" if m else "")
-    return claim(name, statement, v, bool(v < b - m), detail, kind=kind, calibration=calibration)
+    return claim(
+        name, statement, v, bool(v < b - m), detail, kind=kind, calibration=calibration, bound=b - m, slack=(b - m) - v
+    )
 
 
 def claim_close_to(
@@ -290,7 +312,18 @@ def claim_close_to(
     if r < 0:
         raise ValueError(f"rtol must be ≥ 0, got {r}")
     detail = f"target {_fmt(t)} ± {_fmt(r * 100)}%"
-    return claim(name, statement, v, bool(abs(v - t) <= r * abs(t)), detail, kind=kind, calibration=calibration)
+    allowed = r * abs(t)
+    return claim(
+        name,
+        statement,
+        v,
+        bool(abs(v - t) <= allowed),
+        detail,
+        kind=kind,
+        calibration=calibration,
+        bound=allowed,
+        slack=allowed - abs(v - t),
+    )
 
 
 def claim_between(
@@ -301,7 +334,18 @@ def claim_between(
     if lo > hi:
         raise ValueError(f"low must be ≤ high, got low={lo}, high={hi}")
     detail = f"in [{_fmt(lo)}, {_fmt(hi)}]"
-    return claim(name, statement, v, bool(lo <= v <= hi), detail, kind=kind, calibration=calibration)
+    near = lo if v - lo <= hi - v else hi
+    return claim(
+        name,
+        statement,
+        v,
+        bool(lo <= v <= hi),
+        detail,
+        kind=kind,
+        calibration=calibration,
+        bound=near,
+        slack=min(v - lo, hi - v),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- sanity checks
@@ -527,7 +571,7 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
 def read_notebook(path: str | Path) -> dict[str, Any]:
     """Claims, sanity checks, verdicts and glued values recorded in an executed notebook.
 
-    Returns ``{"claims": [{name, statement, value, passed, detail, kind, calibration}, ...],
+    Returns ``{"claims": [{name, statement, value, passed, detail, kind, calibration, bound, slack}, ...],
     "verdicts": [{headline, verdict, evidence, why}, ...], "glued": {name: value}, "duplicates": [name, ...]}``.
     ``duplicates`` lists the claim names that two different cells recorded (the last one is kept in ``claims``):
     a chapter must not record one name twice, since the later row would hide the earlier one.
@@ -549,7 +593,7 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
         for out in cell.get("outputs", []) or []:
             meta = (out.get("metadata") or {}).get(META_KEY) or {}
             if "claim" in meta:
-                c = {"detail": "", "kind": "claim", "calibration": "", **meta["claim"]}
+                c = {"detail": "", "kind": "claim", "calibration": "", "bound": None, "slack": None, **meta["claim"]}
                 if c["name"] in claims and c["name"] not in duplicates:
                     duplicates.append(c["name"])
                 claims[c["name"]] = c

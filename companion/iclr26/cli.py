@@ -167,7 +167,8 @@ def run_notebook(
     """Execute ``notebook`` with papermill at ``scale``/``seed``; return the result dict that ``run --json`` writes.
 
     Keys: ``notebook``, ``scale``, ``seed``, ``seconds``, ``ok``, ``claims``
-    (``{name, statement, value, passed, kind}``, ``kind`` being ``"claim"`` or ``"sanity"``), ``verdicts``
+    (``{name, statement, value, passed, kind, bound, slack}``, ``kind`` being ``"claim"`` or ``"sanity"``, ``slack``
+    the distance from failing, see :class:`iclr26.claims.Claim`), ``verdicts``
     (``{headline, verdict, evidence, why}``), ``glued`` (``{name: value}``), plus ``error`` (a string, only when
     execution failed) and ``duplicates`` (claim names recorded twice, only when there are some).
 
@@ -224,7 +225,8 @@ def run_notebook(
             signal.signal(signal.SIGALRM, previous)
     result["seconds"] = round(time.perf_counter() - t0, 2)
     record = read_notebook(out) if out.is_file() else {"claims": [], "verdicts": [], "glued": {}, "duplicates": []}
-    claims = [{k: c.get(k) for k in ("name", "statement", "value", "passed", "kind")} for c in record["claims"]]
+    keys = ("name", "statement", "value", "passed", "kind", "bound", "slack")
+    claims = [{k: c.get(k) for k in keys} for c in record["claims"]]
     duplicates = record["duplicates"]
     result["ok"] = error is None and bool(claims) and not duplicates and all(c["passed"] for c in claims)
     result["claims"] = claims
