@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(wildcard nbs/*.ipynb)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: all venv book test lint unit chapters ci-book bench clean
+.PHONY: all venv book test lint unit chapters ci-book bench robustness student clean
 
 all: test
 
@@ -50,6 +50,15 @@ test: venv
 
 bench: venv
 	$(PY) tools/bench.py
+
+# Every chapter at `ci` over seeds 0-4 (two at a time on 4+ cores): book/robustness.md, _build/robustness.json.
+robustness: venv
+	$(PY) tools/robustness.py
+
+# The student edition: every chapter without its solutions, in _build/student/nbs/ and student/ (linked from the
+# chapter headers, which this also updates).
+student: venv
+	$(PY) tools/student.py
 
 clean:
 	rm -rf _build

@@ -1,0 +1,240 @@
+"""`make robustness`: every chapter at `ci` over several seeds; per claim, how often it passed and how close it came.
+
+    python tools/robustness.py                        # every chapter, seeds 0-4 -> _build/robustness.json + page
+    python tools/robustness.py --only clock_pizza --seeds 0 1 2
+    python tools/robustness.py --jobs 1               # one notebook at a time (default: one per two cores)
+    python tools/robustness.py --pages-only           # rewrite book/robustness.md from the runs kept on disk
+
+Each (chapter, seed) run is kept in _build/robustness/<slug>-seed<k>.json, so a later call reruns only what is
+missing or older than its notebook (``--rerun`` forces every run). Runs execute side by side, each with
+``OMP_NUM_THREADS`` set to its share of the cores: the claims do not depend on timing, so the run times here are not
+budgets (`make bench` measures those on a quiet machine).
+
+For every check the page gives the number of seeds on which it passed, its value on the seed where it came closest
+to failing, the line it is compared with, and the *slack* there (how far the value is from failing, in the value's
+units; see :class:`iclr26.claims.Claim`). The *room* is the slack relative to the larger of |line| and |value|: the
+claims with the least room are the book's tightest, and they head the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench import run_chapter  # noqa: E402
+from bench_sae import machine_info  # noqa: E402
+
+RUNS = ROOT / "_build" / "robustness"
+TIGHTEST = 8  # rows in the page's "tightest claims" table
+
+
+def room(slack: float | None, bound: float | None, value) -> float | None:
+    """``slack`` relative to the larger of |bound| and |value| (None where the check has no numeric slack)."""
+    if slack is None or bound is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    scale = max(abs(bound), abs(float(value)))
+    if not math.isfinite(scale) or not math.isfinite(slack):
+        return None
+    return slack / scale if scale > 0 else (0.0 if slack == 0 else math.copysign(math.inf, slack))
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """One row per (chapter, check) over the runs given: passes, seeds, the worst seed's value, line and slack."""
+    rows: dict[tuple[str, str], dict] = {}
+    for run in sorted(runs, key=lambda r: (Path(r["notebook"]).stem, r["seed"])):
+        slug = Path(run["notebook"]).stem
+        for c in run.get("claims", []):
+            row = rows.setdefault(
+                (slug, c["name"]),
+                {"chapter": slug, "name": c["name"], "kind": c.get("kind", "claim"), "statement": c["statement"],
+                 "seeds": [], "passed": 0, "worst": None},
+            )
+            row["seeds"].append(run["seed"])
+            row["passed"] += bool(c["passed"])
+            slack = c.get("slack")
+            candidate = {"seed": run["seed"], "value": c["value"], "bound": c.get("bound"), "slack": slack,
+                         "passed": bool(c["passed"])}
+            worst = row["worst"]
+            if worst is None:
+                row["worst"] = candidate
+            elif worst["passed"] and not candidate["passed"]:
+                row["worst"] = candidate
+            elif worst["passed"] == candidate["passed"] and slack is not None and (
+                worst["slack"] is None or slack < worst["slack"]
+            ):
+                row["worst"] = candidate
+    out = []
+    for row in rows.values():
+        w = row["worst"]
+        row["room"] = room(w["slack"], w["bound"], w["value"])
+        out.append(row)
+    return out
+
+
+def failed_runs(runs: list[dict]) -> list[dict]:
+    """Runs that did not execute to the end (their claims are missing, so the rows above cannot show them)."""
+    return [r for r in runs if r.get("error")]
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return str(x)
+        return "0" if x == 0 else (f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}")
+    return str(x).replace("|", "\\|")
+
+
+def _room(x: float | None) -> str:
+    return "—" if x is None else ("∞" if math.isinf(x) else f"{100 * x:.0f} %")
+
+
+def write_page(runs: list[dict], out: Path, meta: dict | None = None) -> Path:
+    """book/robustness.md: the tightest claims of the book, then one table per chapter."""
+    rows = summarise(runs)
+    meta = meta or {}
+    seeds = sorted({r["seed"] for r in runs})
+    lines = [
+        "# Seed robustness",
+        "",
+        "Every claim of every chapter must hold on *any* seed at the `ci` scale, not only on the seed the page was "
+        "built with. This page runs each chapter at `ci` over "
+        + (f"seeds {', '.join(map(str, seeds))}" if seeds else "several seeds")
+        + (f", on {meta['date']} ({meta['machine']})" if "date" in meta else "")
+        + ", and shows, per check, how often it passed and how close it came to failing. Rebuild it with "
+        "`make robustness`.",
+        "",
+        "*Slack* is the distance from the value to the line it is compared with (positive: passes with room), "
+        "on the seed where it was smallest; *room* is that slack relative to the larger of the line and the value. "
+        "Checks made without a numeric line (a plain true/false statement) show only their pass count.",
+        "",
+    ]
+    if not runs:
+        lines += ["No run has been recorded yet: `make robustness` fills this page.", ""]
+        out.write_text("\n".join(lines))
+        return out
+    broken = failed_runs(runs)
+    if broken:
+        lines += ["```{warning}", "These runs did not execute to the end; their checks are missing below:", ""]
+        lines += [f"- `{Path(r['notebook']).stem}`, seed {r['seed']}: {_fmt(str(r['error']).splitlines()[-1])}"
+                  for r in broken]
+        lines += ["```", ""]
+    total, passed = len(rows), sum(r["passed"] == len(r["seeds"]) for r in rows)
+    lines += [
+        f"{passed} of {total} checks passed on every seed they ran on.",
+        "",
+        "## The tightest claims",
+        "",
+        "Paper claims (not sanity checks) with the least room, across the book:",
+        "",
+        "| chapter | claim | passed | worst seed | value | line | slack | room |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ranked = sorted((r for r in rows if r["kind"] == "claim" and r["room"] is not None), key=lambda r: r["room"])
+    for r in ranked[:TIGHTEST]:
+        w = r["worst"]
+        lines.append(
+            f"| `{r['chapter']}` | `{r['name']}` | {r['passed']}/{len(r['seeds'])} | {w['seed']} | {_fmt(w['value'])} "
+            f"| {_fmt(w['bound'])} | {_fmt(w['slack'])} | {_room(r['room'])} |"
+        )
+    lines.append("")
+    for chapter in sorted({r["chapter"] for r in rows}):
+        lines += [
+            f"## {{doc}}`/nbs/{chapter}`",
+            "",
+            "| check | kind | passed | worst seed | value | line | slack | room |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sorted((r for r in rows if r["chapter"] == chapter), key=lambda r: (r["kind"], r["name"])):
+            w = r["worst"]
+            mark = "" if r["passed"] == len(r["seeds"]) else " ✗"
+            lines.append(
+                f"| `{r['name']}` | {r['kind']} | {r['passed']}/{len(r['seeds'])}{mark} | {w['seed']} "
+                f"| {_fmt(w['value'])} | {_fmt(w['bound'])} | {_fmt(w['slack'])} | {_room(r['room'])} |"
+            )
+        lines.append("")
+    out.write_text("\n".join(lines))
+    return out
+
+
+def _run_path(slug: str, seed: int) -> Path:
+    return RUNS / f"{slug}-seed{seed}.json"
+
+
+def _fresh(notebook: Path, seed: int) -> bool:
+    path = _run_path(notebook.stem, seed)
+    return path.is_file() and path.stat().st_mtime >= notebook.stat().st_mtime
+
+
+def load_runs(slugs: set[str] | None = None) -> list[dict]:
+    """Every run kept in _build/robustness/ (for the chapters given)."""
+    runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob("*-seed*.json"))]
+    return [r for r in runs if slugs is None or Path(r["notebook"]).stem in slugs]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from iclr26.cli import list_chapters
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="chapter slugs (default: every chapter in _toc.yml)")
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--rerun", action="store_true", help="rerun runs already kept on disk")
+    parser.add_argument("--pages-only", action="store_true", help="rewrite the page from the runs kept on disk")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if any(s < 0 for s in args.seeds):
+        parser.error("--seeds must be non-negative")
+    chapters = list_chapters(ROOT / "_toc.yml")
+    if args.only:
+        unknown = set(args.only) - {c.stem for c in chapters}
+        if unknown:
+            parser.error(f"not chapters in _toc.yml: {sorted(unknown)}")
+        chapters = [c for c in chapters if c.stem in set(args.only)]
+    if not args.pages_only:
+        todo = [(nb, s) for nb in chapters for s in args.seeds if args.rerun or not _fresh(nb, s)]
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
+        RUNS.mkdir(parents=True, exist_ok=True)
+
+        def one(item):
+            nb, seed = item
+            result = run_chapter(nb.relative_to(ROOT), "ci", seed)
+            _run_path(nb.stem, seed).write_text(json.dumps(result, indent=2, default=str) + "\n")
+            return result
+
+        print(f"{len(todo)} runs to do ({args.jobs} at a time)", flush=True)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(one, todo))
+    current = {c.stem for c in list_chapters(ROOT / "_toc.yml")}
+    runs = [r for r in load_runs(current) if r["seed"] in set(args.seeds)]
+    meta = {"date": dt.date.today().isoformat(), "machine": f"{os.cpu_count()} cores", **machine_info()}
+    summary = {**meta, "seeds": args.seeds, "rows": summarise(runs)}
+    (ROOT / "_build").mkdir(exist_ok=True)
+    (ROOT / "_build" / "robustness.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(write_page(runs, ROOT / "book" / "robustness.md", meta))
+    rows = summary["rows"]
+    bad = [f"{r['chapter']}:{r['name']}" for r in rows if r["passed"] < len(r["seeds"])] + [
+        f"{Path(r['notebook']).stem} seed {r['seed']} did not run" for r in failed_runs(runs)
+    ]
+    for line in bad:
+        print("not robust:", line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
