@@ -187,3 +187,35 @@ def test_reproducibility_page_shows_the_attention_speed(tmp_path):
     assert "**1.54×**" in text and "2.2e-08" in text
     bench["attention_speed"] = None  # `--skip-attention`: no section
     assert "Attention fast path" not in write_repro([bench], tmp_path / "r.md", source="test").read_text()
+
+
+def test_robustness_counts_passes_and_finds_the_tightest_seed(tmp_path):
+    from robustness import room, summarise
+    from robustness import write_page as write_robustness
+
+    def claim(name, value, bound, slack, passed, kind="claim"):
+        return {"name": name, "statement": f"{name} holds", "value": value, "passed": passed, "kind": kind,
+                "bound": bound, "slack": slack}
+
+    def alpha(seed, wide, tight):
+        return {**_run("alpha", "ci", []), "seed": seed, "claims": [claim("wide", *wide), claim("tight", *tight)]}
+
+    runs = [
+        alpha(0, (0.9, 0.5, 0.4, True), (0.52, 0.5, 0.02, True)),
+        alpha(1, (0.7, 0.5, 0.2, True), (0.49, 0.5, -0.01, False)),
+        alpha(2, (0.8, 0.5, 0.3, True), (0.6, 0.5, 0.1, True)),
+        {**_run("beta", "ci", []), "seed": 0, "claims": [claim("flag", "yes", None, None, True, kind="sanity")]},
+        {**_run("beta", "ci", []), "seed": 1, "claims": [], "error": "PapermillExecutionError: boom"},
+    ]
+    rows = {(r["chapter"], r["name"]): r for r in summarise(runs)}
+    wide, tight = rows["alpha", "wide"], rows["alpha", "tight"]
+    assert (wide["passed"], wide["seeds"], wide["worst"]["seed"]) == (3, [0, 1, 2], 1)
+    assert (tight["passed"], tight["worst"]["seed"]) == (2, 1)  # the failing seed is the worst, whatever its slack
+    assert wide["room"] == pytest.approx(0.2 / 0.7) and rows["beta", "flag"]["room"] is None
+    assert room(0.1, 0.0, 0.0) == float("inf") and room(None, 1.0, 2.0) is None
+    page = write_robustness(runs, tmp_path / "robustness.md", {"date": "2026-12-03", "machine": "2 cores"}).read_text()
+    assert "2 of 3 checks passed on every seed" in page
+    tightest = page.split("## The tightest claims")[1].split("## ")[0]
+    assert tightest.index("`tight`") < tightest.index("`wide`")  # least room first
+    assert "2/3 ✗" in page and "`beta`, seed 1" in page  # a failed seed and a run that did not execute are shown
+    assert "{doc}`/nbs/alpha`" in page
