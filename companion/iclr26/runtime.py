@@ -38,7 +38,8 @@ __all__ = [
 
 
 def pick_device(device: str = "auto"):
-    """Return a ``torch.device``: ``"auto"`` picks CUDA, else Apple MPS, else the CPU.
+    """Return a ``torch.device``: ``"auto"`` picks CUDA (``cuda:LOCAL_RANK`` under ``torchrun``), else Apple MPS,
+    else the CPU.
 
     Any explicit torch device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``) is accepted;
     asking for CUDA or MPS where it is missing raises ``ValueError``.
@@ -47,7 +48,8 @@ def pick_device(device: str = "auto"):
 
     if device == "auto":
         if torch.cuda.is_available():
-            return torch.device("cuda")
+            local_rank = os.environ.get("LOCAL_RANK")  # under torchrun: one GPU per process
+            return torch.device("cuda", int(local_rank)) if local_rank is not None else torch.device("cuda")
         mps = getattr(torch.backends, "mps", None)
         if mps is not None and mps.is_available():
             return torch.device("mps")

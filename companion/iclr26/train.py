@@ -12,6 +12,22 @@
 * bf16 autocast on CUDA (``amp="auto"``), gradient clipping, a tqdm bar, a pandas history;
 * ``checkpoint="run.safetensors"`` saves model, optimizer, step, RNG states and history every ``checkpoint_every``
   steps and at the end; ``resume=`` that file continues exactly where it stopped.
+
+Many processes (``torchrun --nproc_per_node=N``, one per GPU, or ``gloo`` processes on a CPU): :func:`fit` runs
+unchanged. It finds the launcher's environment (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``), joins the process group
+(``nccl`` for a CUDA model, ``gloo`` otherwise), copies rank 0's parameters to every rank, and trains data-parallel:
+
+* **the batch contract**: ``batches`` gives the *global* batch, the same on every rank (a seeded sampler, or the same
+  iterable); each rank keeps its slice of the leading dimension of every tensor in it (rank ``r`` of ``N`` keeps
+  rows ``r·B/N … (r+1)·B/N``, so ``B`` must be divisible by ``N``). With a loss that averages over the batch, the
+  averaged gradient is the gradient of the global batch, and ``N`` processes follow a one-process run on the whole
+  batch up to float rounding;
+* after each backward the gradients are averaged across ranks (what ``DistributedDataParallel`` does; ``fit`` does it
+  without wrapping the model, so ``loss_fn`` and ``eval_fn`` receive the model itself and may call its methods);
+* logged losses and metrics are averaged across ranks (so early stopping and time budgets decide the same on every
+  rank); only rank 0 shows a progress bar and writes checkpoints; every rank returns the same history.
+
+One process (no launcher) is untouched by all this: the same code path and the same numbers as before.
 """
 
 from __future__ import annotations
@@ -29,7 +45,19 @@ import torch
 
 from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
 
-__all__ = ["fit", "lr_multiplier", "next_token_loss", "save_checkpoint", "load_checkpoint", "Checkpoint", "SCHEDULES"]
+__all__ = [
+    "fit",
+    "lr_multiplier",
+    "next_token_loss",
+    "save_checkpoint",
+    "load_checkpoint",
+    "Checkpoint",
+    "SCHEDULES",
+    "DistributedEnv",
+    "distributed_env",
+    "init_distributed",
+    "shard_batch",
+]
 
 SCHEDULES = ("constant", "warmup_cosine", "wsd", "linear")
 
@@ -140,6 +168,121 @@ class _BatchStream:
 
     def get(self, step: int) -> Any:
         return self.sampler(step) if self.sampler is not None else self._next()
+
+
+# ------------------------------------------------------------------------------------------------ many processes
+class DistributedEnv(NamedTuple):
+    """Where this process sits in a ``torchrun`` launch."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def distributed_env() -> DistributedEnv | None:
+    """The launcher's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``, or ``None`` for a single process (no launcher, or a
+    world of one)."""
+    import os
+
+    world = os.environ.get("WORLD_SIZE")
+    if world is None or int(world) <= 1:
+        return None
+    rank = int(os.environ.get("RANK", "0"))
+    return DistributedEnv(rank, int(world), int(os.environ.get("LOCAL_RANK", str(rank))))
+
+
+def init_distributed(backend: str | None = None) -> DistributedEnv | None:
+    """Join the launcher's process group if there is one (``backend``: ``"nccl"`` where CUDA is available, else
+    ``"gloo"``, unless given); return :func:`distributed_env`. A no-op for a single process or when the group exists.
+    """
+    import torch.distributed as dist
+
+    env = distributed_env()
+    if env is None:
+        return None
+    if backend is not None:
+        check_choice(backend, "backend", ("nccl", "gloo"))
+    if not dist.is_available():
+        raise RuntimeError("this torch build has no torch.distributed, but WORLD_SIZE > 1 asks for many processes")
+    if not dist.is_initialized():
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(env.local_rank)
+        dist.init_process_group(backend=backend)
+    return env
+
+
+def shard_batch(batch: Any, rank: int, world_size: int) -> Any:
+    """This rank's slice of the leading dimension of every tensor in ``batch`` (nested tuples, lists, dicts and
+    NamedTuples are walked; other values are kept whole). ``ValueError`` when a leading dimension is not divisible
+    by ``world_size``."""
+    world_size = check_int(world_size, "world_size", low=1)
+    rank = check_int(rank, "rank", 0, world_size - 1)
+    if world_size == 1:
+        return batch
+    if torch.is_tensor(batch):
+        if batch.ndim == 0:
+            return batch
+        n = batch.shape[0]
+        if n % world_size:
+            raise ValueError(
+                f"batches: a batch's leading dimension ({n}) must be divisible by the number of processes "
+                f"({world_size}) so that every rank gets an equal share"
+            )
+        size = n // world_size
+        return batch[rank * size : (rank + 1) * size]
+    if isinstance(batch, Mapping):
+        return type(batch)({k: shard_batch(v, rank, world_size) for k, v in batch.items()})
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(shard_batch(v, rank, world_size) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(shard_batch(v, rank, world_size) for v in batch)
+    return batch
+
+
+def _average_gradients(params: list[torch.nn.Parameter], world_size: int) -> None:
+    """Average ``.grad`` across ranks in one flat all-reduce; a gradient that no rank has stays ``None``."""
+    import torch.distributed as dist
+
+    if not params:
+        return
+    ref = params[0]
+    flat = torch.cat([
+        (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(ref.dtype) for p in params
+    ])
+    present = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=ref.device)
+    dist.all_reduce(flat)
+    dist.all_reduce(present)
+    flat /= world_size
+    offset = 0
+    for p, seen in zip(params, present.tolist()):
+        n = p.numel()
+        if seen > 0:
+            p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
+        offset += n
+
+
+def _average_row(row: dict, world_size: int, device: torch.device) -> None:
+    """Average a history row's numbers across ranks (in place); ``step`` and ``seconds`` are taken from rank 0."""
+    import torch.distributed as dist
+
+    keys = sorted(k for k in row if k not in ("step", "seconds", "lr"))
+    values = torch.tensor([row[k] for k in keys], dtype=torch.float64, device=device)
+    seconds = torch.tensor([row["seconds"]], dtype=torch.float64, device=device)
+    dist.all_reduce(values)
+    dist.broadcast(seconds, src=0)  # elapsed time: rank 0's clock decides
+    for k, v in zip(keys, values.tolist()):
+        row[k] = v / world_size
+    row["seconds"] = seconds.item()
+
+
+def _any_rank(flag: bool, device: torch.device) -> bool:
+    import torch.distributed as dist
+
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
@@ -284,6 +427,7 @@ def fit(
     resume: str | Path | None = None,
     progress: bool = True,
     desc: str = "train",
+    distributed: str | bool = "auto",
 ):
     """Train ``model`` and return its history as a DataFrame (one row per logged step).
 
@@ -307,6 +451,9 @@ def fit(
         ``stop_fn(row) -> bool`` is called after every evaluation; returning True ends training (early stopping).
     checkpoint, checkpoint_every, resume
         Save a safetensors checkpoint every ``checkpoint_every`` steps and at the end; resume from one.
+    distributed
+        ``"auto"``: train data-parallel when a launcher (``torchrun``) started several processes, see the module
+        docstring; ``False``: train this process alone even then.
     """
     import pandas as pd
     from tqdm.auto import tqdm
@@ -353,12 +500,24 @@ def fit(
     progress = check_bool(progress, "progress")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs checkpoint (a file path)")
+    check_choice(distributed, "distributed", ("auto", True, False))
 
     try:
         device = next(model.parameters()).device
     except StopIteration:
         raise ValueError("model has no parameters to train") from None
     use_amp = amp in ("bf16", True) or (amp == "auto" and device.type == "cuda")
+    dist_env = init_distributed("nccl" if device.type == "cuda" else "gloo") if distributed else None
+    if distributed is True and dist_env is None:
+        raise ValueError("distributed=True needs a launcher's environment (WORLD_SIZE > 1, e.g. torchrun)")
+    params = [p for p in model.parameters() if p.requires_grad]
+    if dist_env is not None:
+        import torch.distributed as dist
+
+        with torch.no_grad():  # every rank starts from rank 0's weights, as DistributedDataParallel does
+            for t in list(model.parameters()) + list(model.buffers()):
+                dist.broadcast(t.data, src=0)
+    is_main = dist_env is None or dist_env.rank == 0
     for opt in opts:
         for group in opt.param_groups:
             group.setdefault("initial_lr", group["lr"])
@@ -381,7 +540,7 @@ def fit(
     model.train()
     t0 = time.perf_counter()
     elapsed_before = history[-1]["seconds"] if history else 0.0
-    bar = tqdm(total=steps, initial=start, desc=desc, disable=not progress, mininterval=1.0, leave=False)
+    bar = tqdm(total=steps, initial=start, desc=desc, disable=not (progress and is_main), mininterval=1.0, leave=False)
     step = start
     stopped = False
     last_mult = None
@@ -394,6 +553,8 @@ def fit(
                         group["lr"] = group["initial_lr"] * mult
                 last_mult = mult
             batch = _to_device(stream.get(step), device)
+            if dist_env is not None:
+                batch = shard_batch(batch, dist_env.rank, dist_env.world_size)
             if use_amp:
                 with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
                     out = loss_fn(model, batch)
@@ -405,6 +566,8 @@ def fit(
             for opt in opts:
                 opt.zero_grad(set_to_none=True)
             loss.backward()
+            if dist_env is not None:
+                _average_gradients(params, dist_env.world_size)
             grad_norm = None
             if clip is not None:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -413,6 +576,8 @@ def fit(
             step += 1
             seconds = elapsed_before + time.perf_counter() - t0
             out_of_time = time_budget is not None and seconds >= time_budget
+            if dist_env is not None and time_budget is not None:
+                out_of_time = _any_rank(out_of_time, device)
             last = step == steps or out_of_time
             do_eval = eval_fn is not None and (step % eval_every == 0 or last)
             if step % log_every == 0 or last or do_eval:
@@ -422,19 +587,23 @@ def fit(
                 row.update({k: _scalar(v) for k, v in metrics.items()})
                 if do_eval:
                     evaluate(row)
-                    if stop_fn is not None and stop_fn(row):
-                        stopped = True
+                if dist_env is not None:
+                    _average_row(row, dist_env.world_size, device)
+                if do_eval and stop_fn is not None and stop_fn(row):
+                    stopped = True
                 history.append(row)
                 bar.set_postfix(loss=f"{row['loss']:.4g}", refresh=False)
             bar.update(1)
-            if checkpoint is not None and checkpoint_every and step % checkpoint_every == 0:
+            if is_main and checkpoint is not None and checkpoint_every and step % checkpoint_every == 0:
                 save_checkpoint(checkpoint, model, opts, step, history)
             if out_of_time or stopped:
                 break
     finally:
         bar.close()
-    if checkpoint is not None:
+    if is_main and checkpoint is not None:
         save_checkpoint(checkpoint, model, opts, step, history)
+    if dist_env is not None:
+        dist.barrier()  # the checkpoint is on disk before any rank moves on (and may read it)
     frame = pd.DataFrame(history)
     frame.attrs["stopped_early"] = stopped
     return frame
