@@ -2,7 +2,8 @@
 
 Layers, bottom to top:
 
-1. the core (flat modules: runtime, train, claims, plot, cli, checks, metrics, sweep, optim): no chapter concept;
+1. the core (flat modules: runtime, train, claims, plot, cli, checks, metrics, sweep, optim, launch): no chapter
+   concept;
 2. ``hooks``: named hook points, used by every model;
 3. ``models/``, ``data/`` and ``hf``: what chapters train, run on and load;
 4. the methods (``sae``, ``diffusion``, ``counterfactuals``, ``topology``): the papers' own machinery.
@@ -35,7 +36,9 @@ LAYERS = {
     "counterfactuals": 4,
     "topology": 4,
 }
-CORE = {"__init__", "__main__", "runtime", "train", "claims", "plot", "cli", "checks", "metrics", "sweep", "optim"}
+CORE = {
+    "__init__", "__main__", "runtime", "train", "claims", "plot", "cli", "checks", "metrics", "sweep", "optim", "launch"
+}
 
 
 def _unit(module: str) -> str:

@@ -1,0 +1,114 @@
+"""`python -m iclr26.launch` (and under `torchrun`): a chapter's cells tagged `launch` run outside the notebook, the
+entry function trains through `fit`, and `save_result`/`load_results` carry the runs back to the notebook."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from iclr26.launch import launch_cells, load_results, run_chapter, save_result
+
+SETUP = """
+import torch
+from iclr26.launch import save_result
+from iclr26.train import fit
+SCALES = {"ci": {"steps": 4, "batch": 8}, "book": {"steps": 8, "batch": 8}, "paper": {"steps": 50, "batch": 64}}
+cfg = SCALES[scale]
+"""
+TRAIN = """
+def batches(step):
+    g = torch.Generator().manual_seed(100 + step)
+    x = torch.randn(cfg["batch"], 3, generator=g)
+    return x, x.sum(-1, keepdim=True)
+
+
+def launch(out):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1])
+    history = fit(model, loss, batches, opt, steps=cfg["steps"], log_every=1, progress=False)
+    record = {"final_loss": float(history.loss.iloc[-1]), "device": device}
+    save_result(out, f"linear_{scale}_seed{seed}", record, model)
+    return history
+"""
+
+
+def _notebook(tmp_path: Path, cells=None, entry=None) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells if cells is not None else [
+        nbformat.v4.new_code_cell(SETUP, metadata={"tags": ["launch"]}),
+        nbformat.v4.new_code_cell("raise RuntimeError('a cell without the launch tag ran')"),
+        nbformat.v4.new_code_cell(TRAIN, metadata={"tags": ["launch", "hide-input"]}),
+    ]
+    if entry:
+        nb.metadata["iclr26"] = {"launch": {"entry": entry}}
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_one_process_runs_the_tagged_cells_and_keeps_the_result(tmp_path):
+    nb = _notebook(tmp_path)
+    cells, entry = launch_cells(nb)
+    assert len(cells) == 2 and entry == "launch"
+    history = run_chapter(nb, tmp_path / "runs", scale="ci", seed=3, device="cpu")
+    assert len(history) == 4
+    results = load_results(tmp_path / "runs")
+    assert list(results) == ["linear_ci_seed3"]
+    assert results["linear_ci_seed3"]["final_loss"] == pytest.approx(history.loss.iloc[-1])
+    assert results["linear_ci_seed3"]["device"] == "cpu"
+    assert set(load_file(str(tmp_path / "runs" / "linear_ci_seed3.safetensors"))) == {"weight", "bias"}
+
+
+def test_two_gloo_processes_under_torchrun_match_one(tmp_path):
+    nb = _notebook(tmp_path)
+    run_chapter(nb, tmp_path / "one", scale="book", seed=0)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "iclr26.launch",
+           str(nb), "--scale", "book", "--out", str(tmp_path / "two")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    one, two = load_results(tmp_path / "one"), load_results(tmp_path / "two")
+    assert list(two) == ["linear_book_seed0"]  # rank 0 alone wrote
+    assert two["linear_book_seed0"]["final_loss"] == pytest.approx(one["linear_book_seed0"]["final_loss"], rel=1e-5)
+    w1 = load_file(str(tmp_path / "one" / "linear_book_seed0.safetensors"))
+    w2 = load_file(str(tmp_path / "two" / "linear_book_seed0.safetensors"))
+    for k in w1:
+        assert torch.allclose(w1[k], w2[k], atol=1e-6), k
+
+
+def test_launch_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="no code cell tagged 'launch'"):
+        launch_cells(_notebook(tmp_path, cells=[nbformat.v4.new_code_cell("x = 1")]))
+    magic = [nbformat.v4.new_code_cell("%matplotlib inline", metadata={"tags": ["launch"]})]
+    with pytest.raises(ValueError, match="not plain Python"):
+        launch_cells(_notebook(tmp_path, cells=magic))
+    nb = _notebook(tmp_path, entry="train_everything")
+    with pytest.raises(ValueError, match="train_everything"):
+        run_chapter(nb, tmp_path / "out", scale="ci")
+    nb = _notebook(tmp_path)
+    with pytest.raises(ValueError, match="scale"):
+        run_chapter(nb, tmp_path / "out", scale="huge")
+    with pytest.raises(ValueError, match="seed"):
+        run_chapter(nb, tmp_path / "out", seed=-1)
+    with pytest.raises(TypeError, match="out"):
+        run_chapter(nb, 3)
+    with pytest.raises(ValueError, match="not a notebook"):
+        launch_cells(tmp_path / "missing.ipynb")
+    with pytest.raises(ValueError, match="name"):
+        save_result(tmp_path, "a/b", {})
+    with pytest.raises(TypeError, match="record"):
+        save_result(tmp_path, "ok", [1, 2])
+    with pytest.raises(TypeError, match="model"):
+        save_result(tmp_path, "ok", {}, model="weights")
+    assert load_results(tmp_path / "nowhere") == {}
+    json.dumps(load_results(tmp_path))
