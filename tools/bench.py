@@ -35,6 +35,7 @@ from bench_attention import attention_speed  # noqa: E402
 from bench_sae import sae_speed  # noqa: E402
 from headers import update_headers  # noqa: E402
 from reproducibility import write_page  # noqa: E402
+from teaching import main as teaching_main  # noqa: E402
 from verdicts import write_page as write_verdicts_page  # noqa: E402
 
 
@@ -157,10 +158,11 @@ def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
 
 
 def write_pages(bench: dict) -> None:
-    """The Reproducibility and Verdicts pages and the chapter headers, from one bench record."""
+    """The Reproducibility and Verdicts pages, the chapter headers and the course guide, from one bench record."""
     print(write_page([bench], ROOT / "book" / "reproducibility.md", source="`make bench`"))
     print(write_verdicts_page([bench], ROOT / "book" / "verdicts.md", source="`make bench`"))
     print("chapter headers updated:", ", ".join(update_headers(bench)) or "none")
+    teaching_main([])  # the course guide shows the headers' book times
 
 
 def _exit_code(runs: list[dict]) -> int:
