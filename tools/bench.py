@@ -186,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pages-only", action="store_true", help="re-render the pages and headers from the last bench file (--out)"
     )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: keep the last bench file's runs of the other chapters (and its speed measurements when "
+        "skipped here), so the pages describe every chapter",
+    )
     args = parser.parse_args(argv)
 
     def against_manifest(run: dict) -> None:
@@ -209,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         write_pages(bench)
         return _exit_code(bench["runs"])
 
+    previous = json.loads(out.read_text()) if args.merge and out.is_file() else None
+    if args.merge and not args.only:
+        parser.error("--merge needs --only (the chapters to rerun)")
     runs = []
     if not args.fit_only:
         chapters = list_chapters(ROOT / "_toc.yml")
@@ -240,8 +249,24 @@ def main(argv: list[str] | None = None) -> int:
             f"TinyTransformer attention: fast {tps['fast']:,.0f} tokens/s, explicit {tps['explicit']:,.0f} "
             f"-> speedup {attention['speedup']:.2f}"
         )
+    today = dt.date.today().isoformat()
+    for run in runs:
+        run.setdefault("date", today)
+    merged_from = None
+    if previous is not None:
+        rerun = {(Path(r["notebook"]).stem, r["scale"]) for r in runs}
+        kept = [r for r in previous["runs"] if (Path(r["notebook"]).stem, r["scale"]) not in rerun]
+        for r in kept:
+            r.setdefault("date", previous["date"])
+            against_manifest(r)
+        order = {nb.stem: i for i, nb in enumerate(list_chapters(ROOT / "_toc.yml"))}
+        runs = sorted(kept + runs, key=lambda r: (order.get(Path(r["notebook"]).stem, len(order)), r["scale"]))
+        sae = sae if sae is not None else previous.get("sae_speed")
+        attention = attention if attention is not None else previous.get("attention_speed")
+        merged_from = previous.get("merged_from") or previous["date"]
     bench = {
-        "date": dt.date.today().isoformat(),
+        "date": today,
+        "merged_from": merged_from,
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",
         "fit_overhead": overhead,
         "sae_speed": sae,
@@ -251,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(bench, indent=2) + "\n")
     print(f"wrote {out}")
-    if runs and not args.only and set(args.scales) >= {"ci", "book"}:
+    if runs and (args.merge or not args.only) and set(args.scales) >= {"ci", "book"}:
         # the book's pages and the chapter headers describe a full run only, never a partial one
         write_pages(bench)
     return _exit_code(runs)

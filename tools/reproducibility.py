@@ -48,6 +48,13 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
         + ". Times are wall-clock seconds for the whole notebook, kernel start included.",
         "",
     ]
+    if meta.get("merged_from"):
+        fresh = sorted({Path(r["notebook"]).stem for r in runs if r.get("date") == meta["date"]})
+        lines += [
+            f"Only {', '.join(f'`{s}`' for s in fresh)} ran on {meta['date']}; the other chapters, unchanged since, "
+            f"keep their runs of {meta['merged_from']} (same machine).",
+            "",
+        ]
     if not runs:
         lines += ["No run has been recorded yet: `make bench` fills this page.", ""]
     else:
