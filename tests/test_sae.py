@@ -9,19 +9,32 @@ import torch
 from iclr26.data import planted_slow_fast
 from iclr26.sae import (
     CodeAttention,
+    GroupedTopKSAE,
     ReLUSAE,
     TemporalSAE,
     TopKSAE,
+    absorption,
+    angular_variance,
     block_contrast,
+    calibrate_lambda,
     cosine_gram,
     dead_fraction,
     dense_fraction,
     dictionary_recovery,
+    feature_latent_corr,
+    firing_rates,
+    fista,
     fit_sae,
     fit_temporal_sae,
     fvu,
+    ista,
+    k_sparse_probe_f1,
     l0,
+    lasso_objective,
+    nmse,
     scaling_factor,
+    spectral_norm_sq,
+    splitting,
     variance_explained,
 )
 
@@ -489,3 +502,248 @@ def test_argument_types(make, err, match):
         return
     with pytest.raises(err, match=match):
         make()
+
+
+# --------------------------------------------------------------------------------------------- LocA-SAE: grouped TopK
+
+
+def test_grouped_topk_per_group_l0_is_exact():
+    torch.manual_seed(0)
+    sae = GroupedTopKSAE(8, [6, 10, 4], [3, 1, 2])
+    with torch.no_grad():
+        sae.b_enc.fill_(50.0)  # every pre-activation positive: each group keeps exactly its k
+    z = sae.encode(torch.randn(40, 8))
+    per_group = [(z[:, a:b] > 0).sum(-1) for a, b in zip(sae.offsets, sae.offsets[1:])]
+    assert [bool((g == k).all()) for g, k in zip(per_group, (3, 1, 2))] == [True, True, True]
+    assert torch.allclose(sae.group_l0(z), torch.tensor([3.0, 1.0, 2.0]))
+    assert sae.k == 6 and sae.width == 20
+    # each group's code is the top-k of its own block of pre-activations
+    x = torch.randn(5, 8)
+    pre, z = sae.pre_activations(x), sae.encode(x)
+    for a, b, k in zip(sae.offsets, sae.offsets[1:], (3, 1, 2)):
+        top = pre[:, a:b].topk(k, dim=-1).indices
+        assert torch.equal(z[:, a:b].gather(1, top), pre[:, a:b].gather(1, top).relu())
+        assert int((z[:, a:b] != 0).sum()) <= 5 * k
+
+
+def test_grouped_topk_from_topk_one_group_is_the_topk_sae():
+    torch.manual_seed(1)
+    sae = TopKSAE(8, 12, k=3)
+    with torch.no_grad():
+        sae.b_enc.normal_()
+        sae.b_dec.normal_()
+    perm = torch.randperm(12)
+    one = GroupedTopKSAE.from_topk(sae, [perm], [3])
+    x = torch.randn(30, 8)
+    (xa, za), (xb, zb) = sae(x), one(x)
+    assert torch.allclose(xa, xb, atol=1e-5)
+    assert torch.allclose(za[:, perm], zb, atol=1e-6)  # latent i of the grouped SAE is latent perm[i]
+    assert torch.equal(one.latent_order, perm)
+    # two groups with ks summing to k: a constrained TopK (same dictionary, at most k_g per group)
+    two = GroupedTopKSAE.from_topk(sae, [perm[:6], perm[6:]], [2, 1])
+    z2 = two.encode(x)
+    assert ((z2[:, :6] > 0).sum(-1) <= 2).all() and ((z2[:, 6:] > 0).sum(-1) <= 1).all()
+    assert torch.allclose(two.dictionary, sae.dictionary[perm], atol=1e-6)
+
+
+def test_grouped_usage_term_is_reported_but_has_no_gradient():
+    torch.manual_seed(2)
+    a = GroupedTopKSAE(6, [5, 5], [2, 1], usage_weight=1e-3).double()
+    b = GroupedTopKSAE(6, [5, 5], [2, 1]).double()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(20, 6, dtype=torch.float64)
+    (la, ma), (lb, _) = a.loss(x), b.loss(x)
+    usage = ((a.encode(x) > 0).float().mean(0) - 3 / 10).pow(2).mean()
+    assert float(ma["usage"]) == pytest.approx(float(usage)) and float(usage) > 0
+    assert float((la - lb).detach()) == pytest.approx(1e-3 * float(usage), rel=1e-6)
+    la.backward()
+    lb.backward()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa.grad, pb.grad)  # as in the official code: an indicator carries no gradient
+
+
+def test_fit_sae_trains_a_grouped_sae():
+    torch.manual_seed(0)
+    x = torch.randn(512, 8)
+    sae = GroupedTopKSAE(8, [8, 8], [2, 1])
+    hist = fit_sae(sae, x, steps=60, batch_size=64, lr=1e-2, progress=False)
+    assert hist["loss"].iloc[-5:].mean() < hist["loss"].iloc[:5].mean()
+
+
+# --------------------------------------------------------------------------------------------- LocA-SAE: ISTA / FISTA
+def _lasso_problem(seed=0, n=64, d=16, m=48):
+    g = torch.Generator().manual_seed(seed)
+    dic = torch.nn.functional.normalize(torch.randn(m, d, generator=g, dtype=torch.float64), dim=1)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    return x, dic
+
+
+def test_spectral_norm_sq_is_the_largest_singular_value_squared():
+    _, dic = _lasso_problem()
+    assert spectral_norm_sq(dic, iters=500) == pytest.approx(float(torch.linalg.matrix_norm(dic, 2)) ** 2, rel=1e-6)
+    assert spectral_norm_sq(torch.zeros(3, 2)) == 0.0
+
+
+def test_ista_is_monotone_from_a_feasible_start():
+    x, dic = _lasso_problem(1)
+    z0 = torch.rand(64, 48, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 0.5
+    for nonneg in (True, False):
+        _, trace = ista(x, dic, 0.05, 100, z0=z0, nonnegative=nonneg, return_trace=True)
+        assert bool((trace[1:] <= trace[:-1] + 1e-12).all())  # never up, on any sample, at any step
+        assert bool((trace[-1] < trace[0]).all())
+
+
+def test_fista_is_not_monotone_but_faster():
+    x, dic = _lasso_problem(2, n=200, m=64)
+    _, trace = fista(x, dic, 0.01, 200, return_trace=True)
+    rises = (trace[1:] > trace[:-1] + 1e-9).any(0)
+    assert bool(rises.any())  # momentum overshoots: the objective goes up on some samples
+    slow = lasso_objective(x, dic, ista(x, dic, 0.01, 200), 0.01)
+    assert float(trace[-1].mean()) < float(slow.mean())  # faster than ISTA for the same number of steps
+
+
+@pytest.mark.parametrize("nonneg", [True, False])
+def test_ista_converges_to_the_kkt_point(nonneg):
+    x, dic = _lasso_problem(3, n=20, m=24)
+    lam = 0.1
+    z = ista(x, dic, lam, 5000, nonnegative=nonneg)
+    grad = (z @ dic - x) @ dic.T
+    on = z != 0
+    if nonneg:
+        assert bool((z >= 0).all())
+        assert float((grad[on] + lam).abs().max()) < 1e-6  # stationary on the support
+        assert float((grad[~on] + lam).min()) > -1e-6  # no descent direction off it
+    else:
+        assert float((grad[on] + lam * z[on].sign()).abs().max()) < 1e-5
+        assert float(grad[~on].abs().max()) <= lam + 1e-6
+
+
+def test_calibrate_lambda_picks_the_closest_density():
+    x, dic = _lasso_problem(4, n=50, m=32)
+    cal = calibrate_lambda(x, dic, target_density=0.2, grid=[1e-3, 1e-2, 1e-1, 1.0], steps=200)
+    assert bool(np.all(np.diff(cal.density) <= 0))  # a larger penalty fires fewer latents
+    assert cal.lam == cal.grid[np.argmin(np.abs(cal.density - 0.2))]
+    z = ista(x, dic, cal.lam, 200)
+    assert float((z != 0).double().mean()) == pytest.approx(cal.density[list(cal.grid).index(cal.lam)])
+
+
+# --------------------------------------------------------------------------------------------- LocA-SAE: metrics
+def test_nmse_and_firing_rates():
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    assert nmse(x, torch.zeros_like(x)) == pytest.approx(1.0)
+    assert nmse(x, x * 0.5) == pytest.approx(0.25)
+    z = torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, -1.0]])
+    assert firing_rates(z).tolist() == [1.0, 0.0, 0.5]
+
+
+def test_angular_variance_values():
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    x = torch.stack([e1, 3 * e1, e2, 2 * e2])
+    z = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    av = angular_variance(x, z)
+    assert av[0] == pytest.approx(0.0)  # one direction
+    assert av[1] == pytest.approx(1 - 1 / np.sqrt(2))  # two orthogonal directions, equally often
+    assert av[2] == 1.0  # never fires: the official code's value
+    assert np.isnan(angular_variance(x, z, dead_value=float("nan"))[2])
+
+
+def test_absorption_and_splitting_on_constructed_codes():
+    rng = np.random.default_rng(0)
+    n = 400
+    y = rng.random(n) < 0.3
+    child = y & (rng.random(n) < 0.5)  # half the positives: a child that absorbs the parent
+    z = np.zeros((n, 10))
+    z[y & ~child, 0] = 1.0  # parent latent fires only without the child
+    z[child, 1] = 1.0  # child latent fires instead
+    z[:, 2:] = rng.random((n, 8)) * (rng.random((n, 8)) < 0.1)  # noise latents
+    ab = absorption(z, y)
+    assert ab.shape == (1,)
+    # main latent = 0 or 1 (both correlate with y); on the positives it is off exactly when the other one is on
+    main = np.argmax(np.abs(feature_latent_corr(z, y))[0])
+    other = 1 - main
+    assert ab[0] == pytest.approx(float(np.mean(z[y, other] > 0)))
+    # the feature is split across latents 0 and 1: two latents recover it, one cannot
+    f1 = k_sparse_probe_f1(z, y, ks=(1, 2))
+    assert f1[0, 1] == pytest.approx(1.0) and f1[0, 0] < 0.8
+    assert splitting(z, y)[0] == pytest.approx(f1[0, 1] - f1[0, 0])
+    # a monosemantic latent: no absorption, no splitting
+    z_clean = z.copy()
+    z_clean[:, 0] = y
+    z_clean[:, 1] = 0
+    assert absorption(z_clean, y)[0] == 0.0 and splitting(z_clean, y)[0] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda: GroupedTopKSAE(8, [4, 4], [2]), ValueError, "one k per group"),
+        (lambda: GroupedTopKSAE(8, [4, 4], [2, 5]), ValueError, r"group_ks\[1\]=5 must be <="),
+        (lambda: GroupedTopKSAE(8, [4, 0], [1, 1]), ValueError, "group_sizes"),
+        (lambda: GroupedTopKSAE(8, 4, [1]), TypeError, "group_sizes"),
+        (lambda: GroupedTopKSAE(8, [4], [1.5]), TypeError, "group_ks"),
+        (lambda: GroupedTopKSAE(8, [], []), ValueError, "at least one group"),
+        (lambda: GroupedTopKSAE(8, [4], [1], usage_weight=-1.0), ValueError, "usage_weight"),
+        (lambda: GroupedTopKSAE.from_topk(ReLUSAE(4, 8), [range(8)], [1]), TypeError, "TopKSAE"),
+        (lambda: GroupedTopKSAE.from_topk(TopKSAE(4, 8, k=1), [[0, 1], [1, 2]], [1, 1]), ValueError, "partition"),
+        (lambda: GroupedTopKSAE.from_topk(TopKSAE(4, 4, k=1), [[0.0, 1.0], [2, 3]], [1, 1]), ValueError, "groups"),
+        (lambda: GroupedTopKSAE.from_topk(TopKSAE(4, 4, k=1), "ab", [1]), TypeError, "groups"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), -0.1, 10), ValueError, "lam"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), 0.1, -1), ValueError, "steps"),
+        (lambda: ista(torch.randn(3, 3), torch.randn(5, 4), 0.1, 10), ValueError, "x must have last dimension 4"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), 0.1, 10, z0=-torch.ones(3, 5)), ValueError, "non-negative"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), 0.1, 10, z0=torch.ones(2, 5)), ValueError, "one row per"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), 0.1, 10, step_size=0.0), ValueError, "step_size"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(5, 4), 0.1, 10, nonnegative=1), TypeError, "nonnegative"),
+        (lambda: ista([[1.0]], torch.randn(5, 1), 0.1, 10), TypeError, "x must be"),
+        (lambda: ista(torch.randn(3, 4), torch.randn(4), 0.1, 10), ValueError, "dictionary must have 2"),
+        (lambda: lasso_objective(torch.randn(3, 4), torch.randn(5, 4), torch.randn(3, 4), 0.1), ValueError, "z must"),
+        (lambda: spectral_norm_sq(torch.randn(3, 4), iters=0), ValueError, "iters"),
+        (lambda: calibrate_lambda(torch.randn(3, 4), torch.randn(5, 4), 1.5), ValueError, "target_density"),
+        (lambda: calibrate_lambda(torch.randn(3, 4), torch.randn(5, 4), 0.1, grid=[]), ValueError, "grid"),
+        (lambda: calibrate_lambda(torch.randn(3, 4), torch.randn(5, 4), 0.1, grid=[-1.0]), ValueError, "grid"),
+        (lambda: nmse(torch.zeros(2, 3), torch.zeros(2, 3)), ValueError, "all zeros"),
+        (lambda: angular_variance(torch.randn(3, 4), torch.randn(2, 5)), ValueError, "one row per row"),
+        (lambda: angular_variance(torch.randn(3, 4), torch.randn(3, 5), dead_value="1"), TypeError, "dead_value"),
+        (lambda: absorption(torch.rand(4, 6), [1, 0, 1, 0]), TypeError, "labels must be"),
+        (lambda: absorption(torch.rand(4, 6), np.array([1, 0, 1])), ValueError, "labels must have shape"),
+        (lambda: absorption(torch.rand(4, 6), np.array([1, 0, 2, 0])), ValueError, "binary"),
+        (lambda: absorption(torch.rand(4, 6), np.array([1, 0, 1, 0]), n_aux=6), ValueError, "n_aux"),
+        (lambda: k_sparse_probe_f1(torch.rand(4, 6), np.array([1, 0, 1, 0]), ks=(0,)), ValueError, "ks"),
+        (lambda: k_sparse_probe_f1(torch.rand(4, 6), np.array([1, 0, 1, 0]), ks=2), TypeError, "ks"),
+        (lambda: firing_rates(torch.rand(4, 6), threshold=-1.0), ValueError, "threshold"),
+    ],
+)
+def test_loca_bad_input(make, err, match):
+    with pytest.raises(err, match=match):
+        make()
+
+
+# --------------------------------------------------------------------------------------------- LocA-SAE: paper path
+def test_loca_paper_path_on_a_tiny_gpt_neox(tmp_path):
+    """The loca_sae chapter's `paper`-scale path on a tiny random GPT-NeoX saved locally: load_pretrained,
+    residual_activations, L2-normalised tokens, a TopK SAE, angular-variance groups, a grouped SAE and ISTA."""
+    transformers = pytest.importorskip("transformers")
+    from iclr26.hf import load_pretrained, residual_activations
+
+    cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2,
+                                     intermediate_size=32, vocab_size=50, max_position_embeddings=32)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    model = load_pretrained(tmp_path, "causal_lm").eval()
+    ids = torch.randint(0, 50, (4, 12), generator=torch.Generator().manual_seed(0))
+    acts = residual_activations(model, ids, layer=1, batch_size=2).reshape(-1, 16)
+    x = torch.nn.functional.normalize(acts, dim=-1)  # the official recipe: each token L2-normalised
+    sae = TopKSAE(16, 32, k=4)
+    fit_sae(sae, x, steps=20, batch_size=16, lr=1e-2, progress=False)
+    with torch.no_grad():
+        z = sae.encode(x)
+    av = angular_variance(x, z)
+    order = np.argsort(-av, kind="stable")
+    loca = GroupedTopKSAE.from_topk(sae, np.array_split(order, 4), [2, 1, 1, 1], usage_weight=1e-3)
+    fit_sae(loca, x, steps=10, batch_size=16, lr=5e-3, progress=False)
+    assert loca(x)[0].shape == x.shape and float(loca.group_l0(loca.encode(x)).sum()) <= 5
+    target = x - sae.b_dec.detach()
+    lam = calibrate_lambda(target, sae.dictionary.detach(), target_density=4 / 32, steps=20).lam
+    z_semi = ista(target, sae.dictionary.detach(), lam, 30, z0=z)
+    d = sae.dictionary.detach()
+    assert bool((lasso_objective(target, d, z_semi, lam) <= lasso_objective(target, d, z, lam) + 1e-6).all())

@@ -10,9 +10,18 @@
     x_hat, out = tfa(x_seq)                            # x_seq: (batch, time, d_in)
     z_pred, z_nov = out["pred_codes"], out["novel_codes"]
 
-Metrics: :func:`fvu` (fraction of variance unexplained), :func:`variance_explained`, :func:`l0`,
-:func:`dead_fraction`, :func:`dense_fraction`, :func:`dictionary_recovery` (Hungarian matching against a planted
-dictionary), :func:`cosine_gram` and :func:`block_contrast` (event-boundary block structure).
+    loca = GroupedTopKSAE.from_topk(sae, groups, group_ks=[3, 2, 2, 1])  # a TopK per group of latents (LocA-SAE)
+    z = ista(x, sae.dictionary, lam, steps=30, z0=sae.encode(x))      # per-sample inference on a fixed decoder
+
+Metrics: :func:`fvu` (fraction of variance unexplained), :func:`nmse`, :func:`variance_explained`, :func:`l0`,
+:func:`dead_fraction`, :func:`dense_fraction`, :func:`firing_rates`, :func:`dictionary_recovery` (Hungarian matching
+against a planted dictionary), :func:`cosine_gram` and :func:`block_contrast` (event-boundary block structure), and
+the pathology metrics of the LocA-SAE code: :func:`angular_variance`, :func:`absorption`, :func:`k_sparse_probe_f1`
+and :func:`splitting` against binary feature labels.
+
+Per-sample inference: :func:`ista` / :func:`fista` (non-negative or signed proximal gradient on
+:func:`lasso_objective`, step ``1 / ||D||_2^2`` from :func:`spectral_norm_sq`) and :func:`calibrate_lambda`
+(the penalty whose codes fire at a target density).
 
 Decoder norms. A sparsity penalty on ``z`` can be dodged by shrinking ``z`` and growing the decoder rows, so
 :class:`ReLUSAE` and :class:`TopKSAE` either keep unit-norm decoder rows by construction
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +53,7 @@ from iclr26.checks import check_bool, check_choice, check_float, check_int, chec
 __all__ = [
     "ReLUSAE",
     "TopKSAE",
+    "GroupedTopKSAE",
     "CodeAttention",
     "TemporalSAE",
     "fit_sae",
@@ -57,6 +68,19 @@ __all__ = [
     "dictionary_recovery",
     "cosine_gram",
     "block_contrast",
+    "spectral_norm_sq",
+    "lasso_objective",
+    "ista",
+    "fista",
+    "LambdaCalibration",
+    "calibrate_lambda",
+    "nmse",
+    "firing_rates",
+    "angular_variance",
+    "feature_latent_corr",
+    "absorption",
+    "k_sparse_probe_f1",
+    "splitting",
 ]
 
 
@@ -191,6 +215,107 @@ def _topk_relu(pre: torch.Tensor, k: int) -> torch.Tensor:
 def _dense_code(vals: torch.Tensor, idx: torch.Tensor, width: int) -> torch.Tensor:
     """The dense ``(..., width)`` code holding ``vals`` at the latent indices ``idx`` (both ``(..., k)``), else 0."""
     return vals.new_zeros(*vals.shape[:-1], width).scatter(-1, idx, vals)
+
+
+class GroupedTopKSAE(_DictionarySAE):
+    """A TopK per group of latents: the multi-encoder SAE of LocA-SAE ("local amortisation").
+
+    The ``width = sum(group_sizes)`` latents form contiguous groups (group ``g`` holds latents
+    ``offsets[g]:offsets[g + 1]``), each with its own ``k_g = group_ks[g]``: a token's code keeps the ``k_g``
+    largest ReLU pre-activations of every group, so its L0 is at most ``sum(group_ks)``. The encoder and decoder are
+    one matrix each, cut into column / row blocks: the same function as separate per-group encoders and decoders
+    (the official ``MultiEncoderTopKSAE``), with this module's unit-norm decoder and shared ``b_dec``.
+
+    ``usage_weight`` adds the official usage term ``usage_weight * mean_j (usage_j - sum(group_ks) / width)^2`` to the
+    loss, with ``usage_j`` the fraction of the batch on which latent ``j`` fires. As in the official code it is
+    computed from the firing indicator ``z > 0``, which has no gradient: it is reported in the metrics and leaves
+    training unchanged. :meth:`from_topk` builds one from a trained :class:`TopKSAE` and a grouping of its latents.
+    """
+
+    def __init__(self, d_in: int, group_sizes: Any, group_ks: Any, decoder_norm: str = "unit",
+                 usage_weight: float = 0.0) -> None:
+        sizes, ks = _check_groups(group_sizes, group_ks)
+        super().__init__(d_in, sum(sizes), decoder_norm)
+        self.group_sizes, self.group_ks = sizes, ks
+        self.offsets = tuple(int(v) for v in np.cumsum((0, *sizes)))
+        self.usage_weight = check_float(usage_weight, "usage_weight", low=0.0)
+        self.register_buffer("latent_order", torch.arange(self.width))  # the source latent of each latent
+
+    @property
+    def k(self) -> int:
+        """The largest L0 a token can have: ``sum(group_ks)``."""
+        return sum(self.group_ks)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        pre = self.pre_activations(x)
+        return torch.cat([_topk_relu(pre[..., a:b], k) for a, b, k in zip(self.offsets, self.offsets[1:],
+                                                                           self.group_ks)], dim=-1)
+
+    def group_l0(self, z: torch.Tensor) -> torch.Tensor:
+        """Mean number of active latents per token in each group, shape ``(n_groups,)``."""
+        z = _as_tensor(z, "z", last=self.width).detach().reshape(-1, self.width)
+        return torch.stack([(z[:, a:b] > 0).float().sum(-1).mean() for a, b in zip(self.offsets, self.offsets[1:])])
+
+    def usage_penalty(self, z: torch.Tensor) -> torch.Tensor:
+        """The official usage term (without its weight): ``mean_j (usage_j - sum(group_ks) / width)^2``, where
+        ``usage_j`` is latent ``j``'s firing rate on the batch ``z`` (no gradient: an indicator)."""
+        usage = (z.reshape(-1, self.width) > 0).float().mean(0)
+        return (usage - self.k / self.width).pow(2).mean()
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Per-token squared error summed over features, averaged, plus the (gradient-free) usage term."""
+        x_hat, z = self(x)
+        mse = (x - x_hat).pow(2).sum(-1).mean()
+        usage = self.usage_penalty(z)
+        total = mse + self.usage_weight * usage if self.usage_weight > 0 else mse
+        return total, {"mse": mse.detach(), "l0": (z > 0).float().sum(-1).mean().detach(), "usage": usage.detach()}
+
+    @classmethod
+    def from_topk(cls, sae: TopKSAE, groups: Any, group_ks: Any, usage_weight: float = 0.0) -> GroupedTopKSAE:
+        """A grouped SAE initialised from ``sae``: ``groups`` lists, per group, the indices of ``sae``'s latents it
+        takes (disjoint, covering all of them); latent ``i`` of the result is ``sae``'s latent ``latent_order[i]``
+        (its encoder column, encoder bias and decoder row). ``b_dec`` and the decoder-norm mode are copied."""
+        if not isinstance(sae, TopKSAE):
+            raise TypeError(f"sae must be a TopKSAE, got {type(sae).__name__}")
+        if isinstance(groups, (str, bytes)) or not hasattr(groups, "__len__") or len(groups) == 0:
+            raise TypeError("groups must be a non-empty sequence of index arrays, one per group")
+        idx = []
+        for g, members in enumerate(groups):
+            t = torch.as_tensor(np.asarray(members.cpu() if torch.is_tensor(members) else members))
+            if t.ndim != 1 or t.numel() == 0 or t.is_floating_point() or t.dtype == torch.bool:
+                raise ValueError(f"groups[{g}] must be a non-empty 1-D array of latent indices")
+            idx.append(t.long())
+        order = torch.cat(idx)
+        if order.numel() != sae.width or not torch.equal(order.sort().values, torch.arange(sae.width)):
+            raise ValueError(f"groups must partition the {sae.width} latents of sae (each index exactly once)")
+        model = cls(sae.d_in, [len(t) for t in idx], group_ks, decoder_norm=sae.decoder_norm,
+                    usage_weight=usage_weight)
+        ref = next(sae.parameters())
+        model = model.to(device=ref.device, dtype=ref.dtype)
+        with torch.no_grad():
+            o = order.to(ref.device)
+            model.W_enc.copy_(sae.W_enc[:, o])
+            model.b_enc.copy_(sae.b_enc[o])
+            model.W_dec.copy_(sae.W_dec[o])
+            model.b_dec.copy_(sae.b_dec)
+            model.latent_order.copy_(o)
+        return model
+
+
+def _check_groups(group_sizes: Any, group_ks: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    for name, v in (("group_sizes", group_sizes), ("group_ks", group_ks)):
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise TypeError(f"{name} must be a sequence of ints, got {type(v).__name__}")
+    sizes = tuple(check_int(s, f"group_sizes[{i}]", low=1) for i, s in enumerate(group_sizes))
+    ks = tuple(check_int(k, f"group_ks[{i}]", low=1) for i, k in enumerate(group_ks))
+    if not sizes:
+        raise ValueError("group_sizes must name at least one group")
+    if len(ks) != len(sizes):
+        raise ValueError(f"group_ks must have one k per group ({len(sizes)}), got {len(ks)}")
+    for g, (s, k) in enumerate(zip(sizes, ks)):
+        if k > s:
+            raise ValueError(f"group_ks[{g}]={k} must be <= group_sizes[{g}]={s}")
+    return sizes, ks
 
 
 # ------------------------------------------------------------------------------------------------ k-sparse path
@@ -572,8 +697,9 @@ def fit_sae(
     progress: bool = True,
     desc: str = "SAE",
 ):
-    """Train a :class:`ReLUSAE` or :class:`TopKSAE` on tokens ``x`` (``(n, d_in)``; more axes are flattened)
-    with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the history."""
+    """Train a :class:`ReLUSAE`, :class:`TopKSAE` or :class:`GroupedTopKSAE` on tokens ``x`` (``(n, d_in)``; more
+    axes are flattened) with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the
+    history."""
     if not isinstance(sae, _DictionarySAE):
         raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
     x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
@@ -718,3 +844,266 @@ def block_contrast(gram: Any, segments: Any) -> float:
     if not (same & off).any() or not (~same).any():
         raise ValueError("segments must contain at least two segments and one segment of length >= 2")
     return float(gram[same & off].mean() - gram[~same].mean())
+
+
+# ------------------------------------------------------------------------------------------------ per-sample inference
+def _dictionary(dictionary: Any) -> torch.Tensor:
+    d = _as_tensor(dictionary, "dictionary", ndim=2).detach()
+    if d.shape[0] == 0 or d.shape[1] == 0:
+        raise ValueError(f"dictionary must have at least one atom and one feature, got shape {tuple(d.shape)}")
+    return d
+
+
+def _problem(x: Any, dictionary: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    d = _dictionary(dictionary)
+    x = _as_tensor(x, "x", ndim=2, last=d.shape[1]).detach()
+    return x.to(d.dtype), d
+
+
+def spectral_norm_sq(dictionary: Any, iters: int = 100, seed: int | np.random.Generator = 0) -> float:
+    """``||D||_2^2``, the largest eigenvalue of ``D^T D``, by power iteration (``iters`` steps from a random start):
+    the Lipschitz constant of the gradient of ``1/2 ||x - z D||^2`` in ``z`` (``D``: ``(width, d)``, atoms as rows)."""
+    d = _dictionary(dictionary).double()
+    iters = check_int(iters, "iters", low=1)
+    v = torch.randn(d.shape[1], generator=torch_generator(seed), dtype=torch.float64).to(d.device)
+    v = v / v.norm().clamp_min(1e-30)
+    for _ in range(iters):
+        w = d.T @ (d @ v)
+        nw = w.norm()
+        if nw == 0:
+            return 0.0
+        v = w / nw
+    return float(v @ (d.T @ (d @ v)))
+
+
+def lasso_objective(x: Any, dictionary: Any, z: Any, lam: float) -> torch.Tensor:
+    """Per-sample ``L(z) = 1/2 ||x - z D||^2 + lam ||z||_1`` (``x``: ``(n, d)``, ``D``: ``(width, d)``,
+    ``z``: ``(n, width)``), shape ``(n,)``."""
+    x, d = _problem(x, dictionary)
+    z = _as_tensor(z, "z", ndim=2, last=d.shape[0]).detach().to(d.dtype)
+    if z.shape[0] != x.shape[0]:
+        raise ValueError(f"z must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
+    lam = check_float(lam, "lam", low=0.0)
+    return 0.5 * (x - z @ d).pow(2).sum(-1) + lam * z.abs().sum(-1)
+
+
+def ista(
+    x: Any,
+    dictionary: Any,
+    lam: float,
+    steps: int,
+    z0: Any = None,
+    *,
+    nonnegative: bool = True,
+    accelerate: bool = False,
+    step_size: float | None = None,
+    return_trace: bool = False,
+):
+    """Per-sample sparse inference on a fixed dictionary: proximal gradient on ``L(z)`` (:func:`lasso_objective`).
+
+    Each step is ``z <- prox(z - eta * (z D - x) D^T)`` with ``eta = 1 / ||D||_2^2`` (:func:`spectral_norm_sq`) unless
+    ``step_size`` is given; ``prox`` is ``max(0, . - eta lam)`` with ``nonnegative=True`` (SAE codes) or the two-sided
+    soft threshold. ``z0``: the start (``(n, width)``; default zeros; negative entries are refused when
+    ``nonnegative``). ``accelerate=True`` is FISTA (Nesterov momentum, not monotone). With ``eta <= 1/||D||_2^2``
+    ISTA never increases ``L``. Returns ``z`` (``(n, width)``), and with ``return_trace`` also the per-sample
+    objective after each step, ``(steps + 1, n)`` (row 0: the start)."""
+    x, d = _problem(x, dictionary)
+    lam = check_float(lam, "lam", low=0.0)
+    steps = check_int(steps, "steps", low=0)
+    nonnegative = check_bool(nonnegative, "nonnegative")
+    accelerate = check_bool(accelerate, "accelerate")
+    return_trace = check_bool(return_trace, "return_trace")
+    if step_size is None:
+        lip = spectral_norm_sq(d)
+        eta = 1.0 / lip if lip > 0 else 1.0
+    else:
+        eta = check_float(step_size, "step_size", 0.0, low_open=True)
+    if z0 is None:
+        z = x.new_zeros(x.shape[0], d.shape[0])
+    else:
+        z = _as_tensor(z0, "z0", ndim=2, last=d.shape[0]).detach().to(d.dtype).clone()
+        if z.shape[0] != x.shape[0]:
+            raise ValueError(f"z0 must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
+        if nonnegative and bool((z < 0).any()):
+            raise ValueError("z0 must be non-negative when nonnegative=True (a feasible start)")
+
+    def prox(v: torch.Tensor) -> torch.Tensor:
+        if nonnegative:
+            return (v - eta * lam).clamp_min(0)
+        return v.sign() * (v.abs() - eta * lam).clamp_min(0)
+
+    def objective(v: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (x - v @ d).pow(2).sum(-1) + lam * v.abs().sum(-1)
+
+    trace = [objective(z)] if return_trace else None
+    y, t = z, 1.0
+    for _ in range(steps):
+        z_new = prox(y - eta * ((y @ d - x) @ d.T))
+        if accelerate:
+            t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
+            y = z_new + ((t - 1) / t_new) * (z_new - z)
+            t = t_new
+        else:
+            y = z_new
+        z = z_new
+        if return_trace:
+            trace.append(objective(z))
+    if return_trace:
+        return z, torch.stack(trace)
+    return z
+
+
+def fista(x: Any, dictionary: Any, lam: float, steps: int, z0: Any = None, **kwargs: Any):
+    """:func:`ista` with Nesterov acceleration (FISTA): faster, but the objective may go up between steps."""
+    return ista(x, dictionary, lam, steps, z0, accelerate=True, **kwargs)
+
+
+@dataclass(frozen=True)
+class LambdaCalibration:
+    """Result of :func:`calibrate_lambda`: the chosen ``lam``, the ``grid`` and the firing ``density`` at each point."""
+
+    lam: float
+    grid: np.ndarray
+    density: np.ndarray
+
+
+def calibrate_lambda(
+    x: Any,
+    dictionary: Any,
+    target_density: float,
+    grid: Any = None,
+    steps: int = 100,
+    nonnegative: bool = True,
+) -> LambdaCalibration:
+    """The ``lam`` of ``grid`` (default ``logspace(-5, -1, 9)``) whose ISTA codes (``steps`` steps from zero) have the
+    firing density ``mean(z != 0)`` closest to ``target_density`` — the official calibration."""
+    x, d = _problem(x, dictionary)
+    target_density = check_prob(target_density, "target_density")
+    grid = np.logspace(-5, -1, 9) if grid is None else np.asarray(grid, dtype=float).reshape(-1)
+    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
+        raise ValueError("grid must be a non-empty sequence of finite lam >= 0")
+    steps = check_int(steps, "steps", low=1)
+    eta = 1.0 / max(spectral_norm_sq(d), 1e-30)
+    density = np.array([float((ista(x, d, float(lam), steps, nonnegative=nonnegative, step_size=eta) != 0)
+                              .double().mean()) for lam in grid])
+    return LambdaCalibration(lam=float(grid[int(np.argmin(np.abs(density - target_density)))]), grid=grid,
+                             density=density)
+
+
+# ------------------------------------------------------------------------------------------------ pathology metrics
+def nmse(x: Any, x_hat: Any) -> float:
+    """Normalised squared error ``sum ||x - x_hat||^2 / sum ||x||^2`` over all tokens (the LocA-SAE code's NMSE;
+    :func:`fvu` divides by the variance instead)."""
+    x, x_hat = _flat_pair(x, x_hat)
+    total = x.pow(2).sum()
+    if total <= 0:
+        raise ValueError("x is all zeros: NMSE is undefined")
+    return float((x - x_hat).pow(2).sum() / total)
+
+
+def firing_rates(z: Any, threshold: float = 0.0) -> np.ndarray:
+    """Per latent, the fraction of tokens with ``|z| > threshold``, shape ``(width,)``."""
+    z = _codes(z)
+    return (z.abs() > check_float(threshold, "threshold", low=0.0)).double().mean(0).cpu().numpy()
+
+
+def angular_variance(x: Any, z: Any, dead_value: float = 1.0) -> np.ndarray:
+    """Per latent ``j``, ``AV_j = 1 - || mean over tokens with z_j > 0 of x / ||x|| ||``, shape ``(width,)``.
+
+    0 for a latent whose inputs all point one way, larger the more their directions spread. A latent that never
+    fires gets ``dead_value`` (the official code's 1; pass ``float("nan")`` to mark it instead)."""
+    x = _as_tensor(x, "x", ndim=2).detach().double()
+    z = _as_tensor(z, "z", ndim=2).detach()
+    if z.shape[0] != x.shape[0]:
+        raise ValueError(f"z must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
+    if not isinstance(dead_value, numbers.Real) or isinstance(dead_value, bool):
+        raise TypeError(f"dead_value must be a float, got {type(dead_value).__name__}")
+    xn = x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    fire = (z > 0).double().to(x.device)
+    counts = fire.sum(0)
+    mean = (fire.T @ xn) / counts.clamp_min(1)[:, None]
+    av = (1 - mean.norm(dim=1)).cpu().numpy()
+    av[counts.cpu().numpy() == 0] = float(dead_value)
+    return av
+
+
+def _labels(labels: Any, n: int) -> np.ndarray:
+    if torch.is_tensor(labels):
+        labels = labels.detach().cpu().numpy()
+    if not isinstance(labels, np.ndarray):
+        raise TypeError(f"labels must be a numpy array or tensor of shape (n, n_features), got {type(labels).__name__}")
+    if labels.ndim == 1:
+        labels = labels[:, None]
+    if labels.ndim != 2 or labels.shape[0] != n:
+        raise ValueError(f"labels must have shape ({n}, n_features), got {labels.shape}")
+    if not np.isin(labels, (0, 1)).all():
+        raise ValueError("labels must be binary (0/1 or bool)")
+    return labels.astype(bool)
+
+
+def feature_latent_corr(z: Any, labels: Any) -> np.ndarray:
+    """Pearson correlation of each latent's activation with each binary feature label, shape ``(n_features, width)``
+    (0 where a latent or a label is constant)."""
+    z = _codes(z).double().cpu().numpy()
+    y = _labels(labels, z.shape[0]).astype(float)
+    zc, yc = z - z.mean(0), y - y.mean(0)
+    num = yc.T @ zc / z.shape[0]
+    den = np.outer(yc.std(0), zc.std(0))
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def absorption(z: Any, labels: Any, n_aux: int = 5) -> np.ndarray:
+    """Per feature, the absorption rate of the LocA-SAE code: rank latents by ``|corr|`` with the feature's label
+    (:func:`feature_latent_corr`); on the tokens where the feature is present, the fraction on which the top latent
+    is off (``z <= 0``) while one of the next ``n_aux`` is on. Shape ``(n_features,)``; NaN for a feature never
+    present."""
+    zt = _codes(z)
+    y = _labels(labels, zt.shape[0])
+    n_aux = check_int(n_aux, "n_aux", low=1)
+    if n_aux + 1 > zt.shape[1]:
+        raise ValueError(f"n_aux must be < width={zt.shape[1]}, got {n_aux}")
+    on = (zt > 0).cpu().numpy()
+    order = np.argsort(-np.abs(feature_latent_corr(zt, y)), axis=1, kind="stable")
+    out = np.full(y.shape[1], np.nan)
+    for f in range(y.shape[1]):
+        pos = y[:, f]
+        if pos.any():
+            main, aux = order[f, 0], order[f, 1 : 1 + n_aux]
+            out[f] = float((~on[pos, main] & on[pos][:, aux].any(1)).mean())
+    return out
+
+
+def k_sparse_probe_f1(z: Any, labels: Any, ks: Any = (1, 2)) -> np.ndarray:
+    """Per feature and per ``k`` in ``ks``, the F1 of a logistic-regression probe on the ``k`` latents most correlated
+    with the feature's label (columns z-scored; balanced class weights; fitted and scored on the same tokens, as in the
+    LocA-SAE code). Shape ``(n_features, len(ks))``; NaN for a label that is constant."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+
+    zt = _codes(z)
+    y = _labels(labels, zt.shape[0])
+    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
+        raise TypeError(f"ks must be a sequence of ints, got {type(ks).__name__}")
+    ks = tuple(check_int(k, "ks", low=1, high=zt.shape[1]) for k in ks)
+    if not ks:
+        raise ValueError("ks must name at least one k")
+    zn = zt.double().cpu().numpy()
+    zs = (zn - zn.mean(0)) / (zn.std(0) + 1e-6)
+    order = np.argsort(-np.abs(feature_latent_corr(zt, y)), axis=1, kind="stable")
+    out = np.full((y.shape[1], len(ks)), np.nan)
+    for f in range(y.shape[1]):
+        if y[:, f].all() or not y[:, f].any():
+            continue
+        for i, k in enumerate(ks):
+            feats = zs[:, order[f, :k]]
+            clf = LogisticRegression(max_iter=1000, solver="liblinear", class_weight="balanced")
+            clf.fit(feats, y[:, f])
+            out[f, i] = f1_score(y[:, f], clf.predict(feats))
+    return out
+
+
+def splitting(z: Any, labels: Any) -> np.ndarray:
+    """Per feature, ``F1@2 - F1@1`` of :func:`k_sparse_probe_f1`: how much a second latent adds to the best one
+    (large when the feature is split across latents). Shape ``(n_features,)``."""
+    f1 = k_sparse_probe_f1(z, labels, ks=(1, 2))
+    return f1[:, 1] - f1[:, 0]
