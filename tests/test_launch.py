@@ -57,7 +57,7 @@ def _notebook(tmp_path: Path, cells=None, entry=None) -> Path:
 def test_one_process_runs_the_tagged_cells_and_keeps_the_result(tmp_path):
     nb = _notebook(tmp_path)
     cells, entry = launch_cells(nb)
-    assert len(cells) == 2 and entry == "launch"
+    assert len(cells) == 2 and entry is None  # no entry named: `launch` is called if the cells define it
     history = run_chapter(nb, tmp_path / "runs", scale="ci", seed=3, device="cpu")
     assert len(history) == 4
     results = load_results(tmp_path / "runs")
@@ -112,3 +112,26 @@ def test_launch_bad_input(tmp_path):
         save_result(tmp_path, "ok", {}, model="weights")
     assert load_results(tmp_path / "nowhere") == {}
     json.dumps(load_results(tmp_path))
+
+
+def test_cells_without_an_entry_function_are_the_job(tmp_path):
+    cells = [nbformat.v4.new_code_cell(SETUP + "\nsave_result(results, 'done', {'scale': scale})",
+                                       metadata={"tags": ["launch"]})]
+    namespace = run_chapter(_notebook(tmp_path, cells=cells), tmp_path / "out", scale="ci")
+    assert namespace["results"] == str(tmp_path / "out") and namespace["cfg"]["steps"] == 4
+    assert load_results(tmp_path / "out") == {"done": {"scale": "ci"}}
+
+
+@pytest.mark.chapter
+def test_optimizer_benchmark_trains_outside_the_notebook_and_reads_its_runs_back(tmp_path):
+    """The chapter's launch cells at `ci`: every run is kept, and a second pass (what the notebook does with
+    `results` set) reads them all instead of training."""
+    nb = Path(__file__).resolve().parent.parent / "nbs" / "optimizer_benchmark.ipynb"
+    out = tmp_path / "runs"
+    first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    assert len(kept) == len(first["runs"]) > 0, "one kept result per training run"
+    second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    cols = ["optimizer", "d_model", "budget", "seed", "loss"]
+    assert second["final"][cols].equals(first["final"][cols])

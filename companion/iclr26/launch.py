@@ -5,12 +5,13 @@ A notebook kernel is one process, so a chapter's `paper`-scale training on sever
     torchrun --nproc_per_node=8 -m iclr26.launch optimizer_benchmark --scale paper --out runs/
     python -m iclr26.launch optimizer_benchmark --scale ci --out runs/       # one process, e.g. to try it
 
-The launcher executes the chapter's code cells tagged ``launch`` (imports, the scale table, the training function:
-plain Python, no cell magics) with ``scale``, ``seed`` and ``device`` set as the parameters cell would set them,
-then calls the function that ``metadata.iclr26.launch.entry`` of the notebook names (default ``launch``) with the
-output folder. That function trains through :func:`iclr26.train.fit`, which is data-parallel under ``torchrun``, and
-records each run with :func:`save_result` (rank 0 writes; weights as safetensors, numbers as JSON). The notebook's
-`paper` scale reads them back with :func:`load_results` instead of training in the kernel.
+The launcher executes the chapter's code cells tagged ``launch`` (imports, the scale table, the training code: plain
+Python, no cell magics) with the parameters ``scale``, ``seed``, ``device`` and ``results`` (the output folder) set as
+the parameters cell would set them. If those cells define an entry function — the one ``metadata.iclr26.launch.entry``
+of the notebook names, else ``launch`` — it is then called with the output folder; otherwise running the cells was
+the job. The training goes through :func:`iclr26.train.fit`, which is data-parallel under ``torchrun``, and each run is
+kept with :func:`save_result` (rank 0 writes; weights as safetensors, numbers as JSON). With ``results`` set to the
+same folder, the notebook reads the runs back with :func:`load_results` instead of training them in the kernel.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _notebook_path(chapter: str | Path) -> Path:
 
 
 def launch_cells(notebook: str | Path) -> tuple[list[str], str]:
-    """The sources of ``notebook``'s cells tagged ``launch``, in order, and the name of its entry function."""
+    """The sources of ``notebook``'s cells tagged ``launch``, in order, and the name of its entry function (``None``:
+    call ``launch`` if the cells define it)."""
     path = _notebook_path(notebook)
     nb = json.loads(path.read_text(encoding="utf-8"))
     cells = []
@@ -61,15 +63,16 @@ def launch_cells(notebook: str | Path) -> tuple[list[str], str]:
             cells.append(src)
     if not cells:
         raise ValueError(f"{path.name} has no code cell tagged {TAG!r}: it has nothing to run outside the notebook")
-    entry = nb.get("metadata", {}).get("iclr26", {}).get("launch", {}).get("entry", "launch")
+    entry = nb.get("metadata", {}).get("iclr26", {}).get("launch", {}).get("entry")
     return cells, entry
 
 
 def run_chapter(
     notebook: str | Path, out: str | Path, scale: str = "paper", seed: int = 0, device: str = "auto"
 ) -> Any:
-    """Execute ``notebook``'s ``launch`` cells at ``scale``/``seed`` and call its entry function with ``out``
-    (a folder, created). Returns what the entry function returns."""
+    """Execute ``notebook``'s ``launch`` cells at ``scale``/``seed`` with ``results = out`` (a folder, created) and
+    call its entry function with ``out`` if it has one. Returns what the entry function returns, else the namespace
+    the cells ran in (a dict)."""
     check_choice(scale, "scale", SCALES)
     seed = check_int(seed, "seed", low=0)
     if not isinstance(device, str):
@@ -79,13 +82,17 @@ def run_chapter(
     cells, entry = launch_cells(notebook)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    namespace: dict[str, Any] = {"__name__": "iclr26_launch", "scale": scale, "seed": seed, "device": device}
+    namespace: dict[str, Any] = {
+        "__name__": "iclr26_launch", "scale": scale, "seed": seed, "device": device, "results": str(out)
+    }
     for i, src in enumerate(cells):
         exec(compile(src, f"{Path(notebook).name} launch cell {i}", "exec"), namespace)
-    fn = namespace.get(entry)
-    if not callable(fn):
+    fn = namespace.get(entry or "launch")
+    if callable(fn):
+        return fn(out)
+    if entry is not None:
         raise ValueError(f"{Path(notebook).name}: its launch cells define no function {entry!r} to call")
-    return fn(out)
+    return namespace
 
 
 def save_result(out: str | Path, name: str, record: dict, model: Any = None) -> Path | None:
