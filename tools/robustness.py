@@ -6,9 +6,9 @@
     python tools/robustness.py --pages-only           # rewrite book/robustness.md from the runs kept on disk
 
 Each (chapter, seed) run is kept in _build/robustness/<slug>-seed<k>.json, so a later call reruns only what is
-missing or older than its notebook (``--rerun`` forces every run). Runs execute side by side, each with
-``OMP_NUM_THREADS`` set to its share of the cores: the claims do not depend on timing, so the run times here are not
-budgets (`make bench` measures those on a quiet machine).
+missing or ran other code than the notebook now holds (``--rerun`` forces every run). Runs execute side by side,
+each with ``OMP_NUM_THREADS`` set to its share of the cores: the claims do not depend on timing, so the run times here
+are not budgets (`make bench` measures those on a quiet machine).
 
 For every check the page gives the number of seeds on which it passed, its value on the seed where it came closest
 to failing, the line it is compared with, and the *slack* there (how far the value is from failing, in the value's
@@ -175,9 +175,19 @@ def _run_path(slug: str, seed: int) -> Path:
     return RUNS / f"{slug}-seed{seed}.json"
 
 
+def code_hash(notebook: Path) -> str:
+    """A hash of the notebook's code cells: prose, tags and outputs do not change what a run computes."""
+    import hashlib
+
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
+
+
 def _fresh(notebook: Path, seed: int) -> bool:
+    """A kept run counts while the notebook's code is what it ran."""
     path = _run_path(notebook.stem, seed)
-    return path.is_file() and path.stat().st_mtime >= notebook.stat().st_mtime
+    return path.is_file() and json.loads(path.read_text()).get("code_hash") == code_hash(notebook)
 
 
 def load_runs(slugs: set[str] | None = None) -> list[dict]:
@@ -213,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def one(item):
             nb, seed = item
-            result = run_chapter(nb.relative_to(ROOT), "ci", seed)
+            result = {**run_chapter(nb.relative_to(ROOT), "ci", seed), "code_hash": code_hash(nb)}
             _run_path(nb.stem, seed).write_text(json.dumps(result, indent=2, default=str) + "\n")
             return result
 
