@@ -2,12 +2,14 @@
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"].rstrip("/")
 NOTEBOOKS = sorted((ROOT / "nbs").glob("*.ipynb"))
@@ -52,6 +54,16 @@ def _src(cell: dict) -> str:
     return "".join(cell["source"])
 
 
+def _src_all(nb_path: Path) -> str:
+    return "\n".join(_src(c) for c in _cells(nb_path))
+
+
+def test_course_guide_is_current():
+    from teaching import main as teaching
+
+    assert teaching(["--check"]) == 0, "book/teaching.md is not what the chapters give: run `python tools/teaching.py`"
+
+
 def test_toc_entries_exist():
     for f in _toc_files():
         assert (ROOT / f"{f}.md").is_file() or (ROOT / f"{f}.ipynb").is_file(), f"_toc.yml lists missing page {f}"
@@ -84,6 +96,16 @@ class TestChapterNotebook:
         assert badge in text, f"the header's Colab badge must link {badge}"
         assert re.search(r"ci ≈ [\d.–]+ s", text) and re.search(r"book ≈ [\d.–]+ (s|min)", text), "measured run times"
 
+    def test_teaching_metadata_for_the_course_guide(self, nb_path):
+        from teaching import chapter_info
+
+        info = chapter_info(nb_path)  # raises, naming the chapter, when the guide lacks something
+        assert len(info["exercises"]) == _src_all(nb_path).count(":class: dropdown"), (
+            "metadata.iclr26.teaching.exercises gives one difficulty per exercise"
+        )
+        link = f"{REPO_URL.removeprefix('https://github.com/')}/blob/main/student/{nb_path.name}"
+        assert link in _src(_cells(nb_path)[0]), "the header links the student edition (run `make student`)"
+
     def test_colab_cell_then_parameters(self, nb_path):
         code = [c for c in _cells(nb_path) if c["cell_type"] == "code"]
         colab, params = code[0], code[1]
@@ -97,8 +119,13 @@ class TestChapterNotebook:
     def test_reading_order_idea_first_setup_hidden(self, nb_path):
         """The page opens with prose: the idea and what we reproduce come before any visible code."""
         cells = _cells(nb_path)
-        second = _src(cells[1])
-        assert cells[1]["cell_type"] == "markdown" and second.startswith("## The idea"), "the idea follows the title"
+        learn = _src(cells[1])
+        assert cells[1]["cell_type"] == "markdown" and learn.startswith("```{admonition} You will learn"), (
+            "a 'You will learn' admonition follows the title"
+        )
+        assert len(re.findall(r"^- \S", learn, re.M)) == 3, "'You will learn' lists three objectives"
+        second = _src(cells[2])
+        assert cells[2]["cell_type"] == "markdown" and second.startswith("## The idea"), "the idea follows"
         assert re.search(r"^## What we reproduce", second, re.M), "'What we reproduce' comes with the idea, before code"
         code = [c for c in cells if c["cell_type"] == "code"]
         setup = code[2]
