@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = {
         "date": today,
         "merged_from": merged_from,
+        "rerun": sorted(set(args.only)) if previous is not None else None,
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",
         "fit_overhead": overhead,
         "sae_speed": sae,

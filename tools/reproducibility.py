@@ -48,11 +48,10 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
         + ". Times are wall-clock seconds for the whole notebook, kernel start included.",
         "",
     ]
-    if meta.get("merged_from"):
-        fresh = sorted({Path(r["notebook"]).stem for r in runs if r.get("date") == meta["date"]})
+    if meta.get("merged_from") and meta.get("rerun"):
         lines += [
-            f"Only {', '.join(f'`{s}`' for s in fresh)} ran on {meta['date']}; the other chapters, unchanged since, "
-            f"keep their runs of {meta['merged_from']} (same machine).",
+            f"Only {', '.join(f'`{s}`' for s in meta['rerun'])} ran in the last call ({meta['date']}); the other "
+            f"chapters keep their earlier runs ({meta['merged_from']}, same machine), their code unchanged since.",
             "",
         ]
     if not runs:
