@@ -25,7 +25,7 @@ COLAB_INSTALL_S = 60  # the install cell on a fresh Colab runtime (pip install o
 
 # Two course paths: (week title, chapter slugs). Chapters that do not exist yet are left out of the page.
 PATHS = {
-    "Interpretability (6 weeks)": [
+    "Interpretability": [
         ("Features in toy models: Fourier neurons, discs and tori", ["clock_pizza"]),
         ("Sparse autoencoders and a temporal prior", ["temporal_sae"]),
         ("What amortised SAE inference costs", ["loca_sae"]),
@@ -33,7 +33,7 @@ PATHS = {
         ("Memorisation and attention heads in diffusion models", ["diffusion_memorization"]),
         ("Explaining a model's decisions: counterfactuals", ["cola_counterfactuals"]),
     ],
-    "Statistics and optimisation (4 weeks)": [
+    "Statistics and optimisation": [
         ("Influence, extreme values and the size of a test", ["influential_sets"]),
         ("Property testing and query complexity", ["correlation_clustering_testing"]),
         ("Score matching as estimation: the Fisher-divergence gap", ["diffusion_memorization"]),
@@ -126,11 +126,13 @@ def render(chapters: list[dict]) -> str:
     for name, weeks in PATHS.items():
         present = [(title, [s for s in slugs if s in by_slug]) for title, slugs in weeks]
         present = [(title, slugs) for title, slugs in present if slugs]
-        lines += [f"### {name}", "", "| week | theme | chapter |", "|---|---|---|"]
+        lines += [f"### {name} ({len(present)} weeks)", "", "| week | theme | chapter |", "|---|---|---|"]
         for i, (title, slugs) in enumerate(present, 1):
             lines.append(f"| {i} | {title} | {', '.join(f'{{doc}}`/nbs/{s}`' for s in slugs)} |")
         missing = [s for _, slugs in weeks for s in slugs if s not in by_slug]
-        if missing:
+        if len(missing) == 1:
+            lines += ["", f"A week on `{missing[0]}` joins this path when that chapter lands."]
+        elif missing:
             lines += ["", f"Weeks on {', '.join(f'`{s}`' for s in missing)} join this path when those chapters land."]
         lines.append("")
     return "\n".join(lines)
