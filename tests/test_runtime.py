@@ -198,3 +198,11 @@ def test_seed_everything_and_pick_device_take_numpy_and_torch_values():
         seed_everything(0, deterministic=1)
     with pytest.raises(ValueError, match="scale must be one of"):
         scale_table({"ci": {"a": 1}, "book": {"a": 2}, "paper": {"a": 3}}, "huge")
+
+
+def test_pick_device_gives_each_torchrun_process_its_own_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert pick_device("auto") == torch.device("cuda", 3)
+    monkeypatch.delenv("LOCAL_RANK")
+    assert pick_device("auto") == torch.device("cuda")
