@@ -148,7 +148,7 @@ class TestChapterNotebook:
         assert src.count("verdict(") >= 3, "a verdict row per headline claim of the paper (at least three)"
 
     def test_has_claims_results_and_exercises(self, nb_path):
-        text = "\n".join(_src(c) for c in _cells(nb_path))
+        text = _src_all(nb_path)
         assert "claims_table()" in text
         three = all(f in text for f in ("select_scale(", "seed_everything(", "pick_device("))
         assert re.search(r"\bsetup\(", text) or three, (

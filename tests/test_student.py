@@ -13,7 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 from iclr26.cli import list_chapters  # noqa: E402
-from student import ADMONITION, STUB_TAG, exercises_in, is_solution, student_notebook  # noqa: E402
+from student import (  # noqa: E402
+    ADMONITION,
+    STUB_TAG,
+    exercises_in,
+    is_solution,
+    solution_runs,
+    student_notebook,
+    student_text,
+)
 
 CHAPTERS = list_chapters(ROOT / "_toc.yml")
 
@@ -122,7 +130,7 @@ class TestStudentEdition:
                         f"{notebook.stem}: code cell {j} beside a Solution dropdown is not tagged 'solution' "
                         "(tag it 'exercise' if it is scaffolding the student keeps)"
                     )
-        n_groups = sum(len(exercises_in(cells[a:b])) for a, b in _runs(cells))
+        n_groups = sum(len(exercises_in(cells[a:b])) for a, b in solution_runs(cells))
         assert n_groups == len(dropdowns), f"{notebook.stem}: {len(dropdowns)} dropdowns but {n_groups} solutions"
 
     def test_student_edition_keeps_the_chapter_and_runs_without_solutions(self, notebook):
@@ -130,7 +138,7 @@ class TestStudentEdition:
         student = student_notebook(nb, notebook.stem)
         cells = [c for c in student["cells"] if c.get("id") != "student-edition"]
         stubs = [i for i, c in enumerate(cells) if STUB_TAG in c["metadata"].get("tags", [])]
-        original = [c for c in nb["cells"]]
+        original = nb["cells"]
         first = next(i for i, c in enumerate(original) if is_solution(c))
         assert [c["source"] for c in cells[: stubs[0]]] == [c["source"] for c in original[:first]], (
             "up to the first exercise, the student edition is the chapter (which the chapter test executes)"
@@ -151,18 +159,10 @@ class TestStudentEdition:
                 assert not used, f"{notebook.stem}: a later cell uses {sorted(used)}, which only solutions define"
 
     def test_student_copy_in_the_repository_is_current(self, notebook):
-        student = student_notebook(json.loads(notebook.read_text()), notebook.stem)
-        want = json.dumps(student, indent=1, ensure_ascii=False)
         have = ROOT / "student" / notebook.name
-        assert have.is_file() and have.read_text(encoding="utf-8") == want + "\n", (
+        assert have.is_file() and have.read_text(encoding="utf-8") == student_text(notebook), (
             f"student/{notebook.name} is not the student edition of nbs/{notebook.name}: run `make student`"
         )
-
-
-def _runs(cells):
-    from student import solution_runs
-
-    return solution_runs(cells)
 
 
 @pytest.mark.chapter

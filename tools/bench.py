@@ -249,15 +249,11 @@ def main(argv: list[str] | None = None) -> int:
             f"TinyTransformer attention: fast {tps['fast']:,.0f} tokens/s, explicit {tps['explicit']:,.0f} "
             f"-> speedup {attention['speedup']:.2f}"
         )
-    today = dt.date.today().isoformat()
-    for run in runs:
-        run.setdefault("date", today)
     merged_from = None
     if previous is not None:
         rerun = {(Path(r["notebook"]).stem, r["scale"]) for r in runs}
         kept = [r for r in previous["runs"] if (Path(r["notebook"]).stem, r["scale"]) not in rerun]
         for r in kept:
-            r.setdefault("date", previous["date"])
             against_manifest(r)
         order = {nb.stem: i for i, nb in enumerate(list_chapters(ROOT / "_toc.yml"))}
         runs = sorted(kept + runs, key=lambda r: (order.get(Path(r["notebook"]).stem, len(order)), r["scale"]))
@@ -265,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         attention = attention if attention is not None else previous.get("attention_speed")
         merged_from = previous.get("merged_from") or previous["date"]
     bench = {
-        "date": today,
+        "date": dt.date.today().isoformat(),
         "merged_from": merged_from,
         "rerun": sorted(set(args.only)) if previous is not None else None,
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}",

@@ -103,9 +103,10 @@ def _room(x: float | None) -> str:
     return "—" if x is None else ("∞" if math.isinf(x) else f"{100 * x:.0f} %")
 
 
-def write_page(runs: list[dict], out: Path, meta: dict | None = None) -> Path:
-    """book/robustness.md: the tightest claims of the book, then one table per chapter."""
-    rows = summarise(runs)
+def write_page(runs: list[dict], out: Path, meta: dict | None = None, rows: list[dict] | None = None) -> Path:
+    """book/robustness.md: the tightest claims of the book, then one table per chapter (``rows``: what
+    :func:`summarise` gives for ``runs``, when the caller has it already)."""
+    rows = summarise(runs) if rows is None else rows
     meta = meta or {}
     seeds = sorted({r["seed"] for r in runs})
     lines = [
@@ -184,10 +185,10 @@ def code_hash(notebook: Path) -> str:
     return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
 
 
-def _fresh(notebook: Path, seed: int) -> bool:
-    """A kept run counts while the notebook's code is what it ran."""
+def _fresh(notebook: Path, seed: int, code: str) -> bool:
+    """A kept run counts while the notebook's code (``code``: its :func:`code_hash`) is what it ran."""
     path = _run_path(notebook.stem, seed)
-    return path.is_file() and json.loads(path.read_text()).get("code_hash") == code_hash(notebook)
+    return path.is_file() and json.loads(path.read_text()).get("code_hash") == code
 
 
 def load_runs(slugs: set[str] | None = None) -> list[dict]:
@@ -210,33 +211,34 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs must be at least 1")
     if any(s < 0 for s in args.seeds):
         parser.error("--seeds must be non-negative")
-    chapters = list_chapters(ROOT / "_toc.yml")
+    every = list_chapters(ROOT / "_toc.yml")
+    chapters = every
     if args.only:
-        unknown = set(args.only) - {c.stem for c in chapters}
+        unknown = set(args.only) - {c.stem for c in every}
         if unknown:
             parser.error(f"not chapters in _toc.yml: {sorted(unknown)}")
-        chapters = [c for c in chapters if c.stem in set(args.only)]
+        chapters = [c for c in every if c.stem in set(args.only)]
     if not args.pages_only:
-        todo = [(nb, s) for nb in chapters for s in args.seeds if args.rerun or not _fresh(nb, s)]
+        codes = {nb.stem: code_hash(nb) for nb in chapters}
+        todo = [(nb, s) for nb in chapters for s in args.seeds if args.rerun or not _fresh(nb, s, codes[nb.stem])]
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
         RUNS.mkdir(parents=True, exist_ok=True)
 
         def one(item):
             nb, seed = item
-            result = {**run_chapter(nb.relative_to(ROOT), "ci", seed), "code_hash": code_hash(nb)}
+            result = {**run_chapter(nb.relative_to(ROOT), "ci", seed), "code_hash": codes[nb.stem]}
             _run_path(nb.stem, seed).write_text(json.dumps(result, indent=2, default=str) + "\n")
             return result
 
         print(f"{len(todo)} runs to do ({args.jobs} at a time)", flush=True)
         with ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(one, todo))
-    current = {c.stem for c in list_chapters(ROOT / "_toc.yml")}
-    runs = [r for r in load_runs(current) if r["seed"] in set(args.seeds)]
+    runs = [r for r in load_runs({c.stem for c in every}) if r["seed"] in set(args.seeds)]
     meta = {"date": dt.date.today().isoformat(), "machine": f"{os.cpu_count()} cores", **machine_info()}
     summary = {**meta, "seeds": args.seeds, "rows": summarise(runs)}
     (ROOT / "_build").mkdir(exist_ok=True)
     (ROOT / "_build" / "robustness.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print(write_page(runs, ROOT / "book" / "robustness.md", meta))
+    print(write_page(runs, ROOT / "book" / "robustness.md", meta, summary["rows"]))
     rows = summary["rows"]
     bad = [f"{r['chapter']}:{r['name']}" for r in rows if r["passed"] < len(r["seeds"])] + [
         f"{Path(r['notebook']).stem} seed {r['seed']} did not run" for r in failed_runs(runs)

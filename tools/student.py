@@ -48,7 +48,8 @@ def student_links(slug: str) -> dict[str, str]:
     }
 
 
-def _source(cell: dict) -> str:
+def cell_source(cell: dict) -> str:
+    """A notebook cell's source as one string (nbformat stores a string or a list of lines)."""
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
 
@@ -70,7 +71,7 @@ def defined_names(cells: list[dict]) -> list[str]:
         if cell["cell_type"] != "code":
             continue
         try:
-            tree = ast.parse(_source(cell))
+            tree = ast.parse(cell_source(cell))
         except SyntaxError:  # IPython magics: no names to report
             continue
         for node in tree.body:
@@ -98,7 +99,7 @@ def solution_runs(cells: list[dict]) -> list[tuple[int, int]]:
 
 
 def _is_admonition(cell: dict) -> bool:
-    return cell["cell_type"] == "markdown" and bool(ADMONITION.search(_source(cell)))
+    return cell["cell_type"] == "markdown" and bool(ADMONITION.search(cell_source(cell)))
 
 
 def exercises_in(run: list[dict]) -> list[list[dict]]:
@@ -172,26 +173,30 @@ def header_link(slug: str) -> str:
 def link_header(notebook: Path) -> bool:
     """Put the student-edition link at the end of the chapter's header line (the one with the Colab badge);
     return whether the notebook changed."""
-    raw = notebook.read_text(encoding="utf-8")
-    nb = json.loads(raw)
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
     title = nb["cells"][0]
-    lines = _source(title).split("\n")
+    lines = cell_source(title).split("\n")
     badge = next((i for i, line in enumerate(lines) if "colab-badge.svg" in line), None)
     if badge is None:
         raise ValueError(f"{notebook.name}: the title cell has no Colab badge line to put the link on")
     line = re.sub(r" · \[student edition\]\([^)]*\) \(\[Colab\]\([^)]*\)\)", "", lines[badge])
     lines[badge] = f"{line} · {header_link(notebook.stem)}"
     text = "\n".join(lines)
-    if text == _source(title):
+    if text == cell_source(title):
         return False
     title["source"] = [line + "\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]]
     notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return True
 
 
-def write_student(notebook: Path, out_dirs: list[Path]) -> list[Path]:
+def student_text(notebook: Path) -> str:
+    """The student edition of ``notebook`` as the file :func:`write_student` writes."""
     nb = json.loads(notebook.read_text(encoding="utf-8"))
-    text = json.dumps(student_notebook(nb, notebook.stem), indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(student_notebook(nb, notebook.stem), indent=1, ensure_ascii=False) + "\n"
+
+
+def write_student(notebook: Path, out_dirs: list[Path]) -> list[Path]:
+    text = student_text(notebook)
     written = []
     for d in out_dirs:
         d.mkdir(parents=True, exist_ok=True)
@@ -211,9 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = []
         for nb in chapters:
-            want = json.dumps(student_notebook(json.loads(nb.read_text()), nb.stem), indent=1, ensure_ascii=False)
             have = ROOT / "student" / nb.name
-            if not have.is_file() or have.read_text(encoding="utf-8") != want + "\n":
+            if not have.is_file() or have.read_text(encoding="utf-8") != student_text(nb):
                 stale.append(nb.stem)
         for slug in stale:
             print(f"student/{slug}.ipynb is not the student edition of nbs/{slug}.ipynb: run `make student`")

@@ -19,6 +19,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from student import cell_source  # noqa: E402
+
 LEARN = re.compile(r"```\{admonition\} You will learn\n(?::class: \w+\n)?((?:- .*\n?)+)```", re.M)
 DIFFICULTY = {"easy": "★", "medium": "★★", "hard": "★★★"}
 COLAB_INSTALL_S = 60  # the install cell on a fresh Colab runtime (pip install of the companion), estimated
@@ -42,11 +46,6 @@ PATHS = {
 }
 
 
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def chapter_info(notebook: Path) -> dict:
     """What the guide shows for one chapter; ValueError naming the chapter when something is missing."""
     nb = json.loads(notebook.read_text(encoding="utf-8"))
@@ -60,17 +59,16 @@ def chapter_info(notebook: Path) -> dict:
     bad = [d for d in teaching["exercises"] if d not in DIFFICULTY]
     if bad:
         raise ValueError(f"{slug}: exercise difficulties must be one of {sorted(DIFFICULTY)}, got {bad}")
-    match = LEARN.search(_source(cells[1])) if len(cells) > 1 else None
+    match = LEARN.search(cell_source(cells[1])) if len(cells) > 1 else None
     if match is None:
         raise ValueError(f"{slug}: the second cell must be the 'You will learn' admonition")
     objectives = [line[2:].strip() for line in match.group(1).strip().splitlines()]
-    header = _source(cells[0])
-    title = header.splitlines()[0].removeprefix("# ").strip()
+    header = cell_source(cells[0])
     book = re.search(r"book ≈ ([\d.–]+) (s|min)", header)
     seconds = None
     if book and "–" not in book.group(1):
         seconds = float(book.group(1)) * (60 if book.group(2) == "min" else 1)
-    return {"slug": slug, "title": title, "objectives": objectives, "book_seconds": seconds, **teaching}
+    return {"slug": slug, "objectives": objectives, "book_seconds": seconds, **teaching}
 
 
 def _minutes(seconds: float | None, estimate: bool = False) -> str:
