@@ -876,6 +876,10 @@ def spectral_norm_sq(dictionary: Any, iters: int = 100, seed: int | np.random.Ge
     return float(v @ (d.T @ (d @ v)))
 
 
+def _lasso(x: torch.Tensor, d: torch.Tensor, z: torch.Tensor, lam: float) -> torch.Tensor:
+    return 0.5 * (x - z @ d).pow(2).sum(-1) + lam * z.abs().sum(-1)
+
+
 def lasso_objective(x: Any, dictionary: Any, z: Any, lam: float) -> torch.Tensor:
     """Per-sample ``L(z) = 1/2 ||x - z D||^2 + lam ||z||_1`` (``x``: ``(n, d)``, ``D``: ``(width, d)``,
     ``z``: ``(n, width)``), shape ``(n,)``."""
@@ -884,7 +888,7 @@ def lasso_objective(x: Any, dictionary: Any, z: Any, lam: float) -> torch.Tensor
     if z.shape[0] != x.shape[0]:
         raise ValueError(f"z must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
     lam = check_float(lam, "lam", low=0.0)
-    return 0.5 * (x - z @ d).pow(2).sum(-1) + lam * z.abs().sum(-1)
+    return _lasso(x, d, z, lam)
 
 
 def ista(
@@ -932,10 +936,7 @@ def ista(
             return (v - eta * lam).clamp_min(0)
         return v.sign() * (v.abs() - eta * lam).clamp_min(0)
 
-    def objective(v: torch.Tensor) -> torch.Tensor:
-        return 0.5 * (x - v @ d).pow(2).sum(-1) + lam * v.abs().sum(-1)
-
-    trace = [objective(z)] if return_trace else None
+    trace = [_lasso(x, d, z, lam)] if return_trace else None
     y, t = z, 1.0
     for _ in range(steps):
         z_new = prox(y - eta * ((y @ d - x) @ d.T))
@@ -947,7 +948,7 @@ def ista(
             y = z_new
         z = z_new
         if return_trace:
-            trace.append(objective(z))
+            trace.append(_lasso(x, d, z, lam))
     if return_trace:
         return z, torch.stack(trace)
     return z
