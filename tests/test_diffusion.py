@@ -16,6 +16,7 @@ from iclr26.diffusion import (
     empirical_score,
     eps_loss,
     frechet_distance,
+    gmm_logpdf,
     gmm_sample,
     gmm_score,
     improved_precision_recall,
@@ -292,3 +293,25 @@ def test_numpy_scalars_are_numbers_and_wrong_types_are_type_errors():
         memorized_fraction(torch.zeros(2, 2), torch.randn(3, 2), threshold="1/3")
     with pytest.raises(TypeError, match="stochastic must be a bool"):
         ou_sample(lambda x, t: x, torch.zeros(2, 2), torch.tensor([0.5, 0.1]), stochastic=1)
+
+
+def test_gmm_logpdf_matches_scipy_and_validates():
+    from scipy.stats import multivariate_normal
+
+    g = torch.Generator().manual_seed(0)
+    means = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    a = torch.randn(3, 2, 2, generator=g, dtype=torch.float64)
+    covs = a @ a.transpose(1, 2) + 0.3 * torch.eye(2, dtype=torch.float64)
+    w = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    x = torch.randn(5, 2, generator=g, dtype=torch.float64)
+    ref = np.log(sum(float(w[k]) * multivariate_normal(means[k].numpy(), covs[k].numpy()).pdf(x.numpy())
+                     for k in range(3)))
+    np.testing.assert_allclose(gmm_logpdf(x, means, covs, w).numpy(), ref, rtol=1e-10)
+    # its gradient is the t -> 0 limit of the noised mixture's score
+    xg = x.clone().requires_grad_(True)
+    gmm_logpdf(xg, means, covs, w).sum().backward()
+    torch.testing.assert_close(xg.grad, gmm_score(x, 1e-9, means, covs, w), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="columns"):
+        gmm_logpdf(torch.zeros(2, 3, dtype=torch.float64), means, covs, w)
+    with pytest.raises(TypeError):
+        gmm_logpdf(x.numpy(), means, covs, w)

@@ -223,3 +223,34 @@ def test_dit_fast_attention_equals_the_explicit_path(dtype, tol, monkeypatch):
     calls.clear()
     fast.run_with_cache(x, t, names=["blocks.1.attn.head_out"])
     assert len(calls) == 1
+
+
+def test_gate_grads_per_example_match_one_backward_per_example():
+    m = _trained_like(1).double()
+    gates = torch.ones(2, 4, dtype=torch.float64)
+    gates[1, 2] = 0.0  # a closed gate stays closed in the per-example copies
+    m.set_gates(gates)
+    g = torch.Generator().manual_seed(5)
+    x, t = torch.randn(3, 1, 8, 8, generator=g, dtype=torch.float64), torch.tensor([5, 200, 700])
+    with gate_grads(m, batch_size=3) as leaves:
+        assert [tuple(leaf.shape) for leaf in leaves] == [(3, 4), (3, 4)]
+        m(x, t).pow(2).flatten(1).sum(1).sum().backward()
+        per_example = torch.stack([leaf.grad for leaf in leaves], 1)  # (3, depth, heads)
+    assert torch.equal(m.gates, gates)  # restored as (heads,) buffers with their values
+    assert all(b.attn.gate.shape == (4,) and not b.attn.gate.requires_grad for b in m.blocks)
+    for b in range(3):
+        with gate_grads(m) as leaves:
+            m(x[b : b + 1], t[b : b + 1]).pow(2).sum().backward()
+            one = torch.stack([leaf.grad for leaf in leaves])
+        torch.testing.assert_close(per_example[b], one)
+    # the batch gradient is the sum of the per-example ones; their magnitudes are not
+    with gate_grads(m) as leaves:
+        m(x, t).pow(2).sum().backward()
+        batch = torch.stack([leaf.grad for leaf in leaves])
+    torch.testing.assert_close(per_example.sum(0), batch)
+    with pytest.raises(ValueError, match="batch_size"):
+        with gate_grads(m, batch_size=0):
+            pass
+    with pytest.raises(TypeError, match="batch_size"):
+        with gate_grads(m, batch_size=2.0):
+            pass

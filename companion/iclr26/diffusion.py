@@ -10,10 +10,11 @@ Two time conventions live side by side, because the theory papers and the image 
 
 Closed forms for checking a learned score: the exact score of a noised Gaussian mixture (:func:`gmm_score`) and
 the *empirical* score, i.e. the exact score of the noised training set, the minimiser of the denoising loss on that
-set (:func:`empirical_score`). Plus the two numbers memorisation studies report: the nearest/second-nearest
-distance ratio (:func:`nn_distance_ratio`, :func:`memorized_fraction`), and sample quality on feature sets: the
-Fréchet distance (:func:`frechet_distance`), k-NN precision and recall (:func:`improved_precision_recall`), and the
-pooled features of a pretrained image backbone loaded through ``transformers`` (:func:`iclr26.hf.image_features`).
+set (:func:`empirical_score`), and the mixture's log-density (:func:`gmm_logpdf`). Plus the two numbers
+memorisation studies report: the nearest/second-nearest distance ratio (:func:`nn_distance_ratio`,
+:func:`memorized_fraction`), and sample quality on feature sets: the Fréchet distance (:func:`frechet_distance`),
+k-NN precision and recall (:func:`improved_precision_recall`), and the pooled
+features of a pretrained image backbone loaded through ``transformers`` (:func:`iclr26.hf.image_features`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "ddim_sample",
     "gmm_sample",
     "gmm_score",
+    "gmm_logpdf",
     "empirical_score",
     "nn_distance_ratio",
     "memorized_fraction",
@@ -427,6 +429,25 @@ def gmm_score(
     logp = torch.log(weights.clamp_min(1e-300))[None] - 0.5 * (diff * sol).sum(-1) - 0.5 * logdet
     post = torch.softmax(logp, dim=1)  # (B, K)
     return -(post[..., None] * sol).sum(1)
+
+
+def gmm_logpdf(x: torch.Tensor, means: torch.Tensor, covs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Log-density ``log Σ_k w_k N(x; μ_k, Σ_k)`` of the (un-noised) mixture at every row of ``x`` (shape ``(B,)``).
+
+    A sample-quality measure for generated points: its mean over samples, against its mean over fresh draws from the
+    mixture, says whether a sampler puts its points where the data distribution does.
+    """
+    x = _tensor(x, "x", ndim=2)
+    _check_gmm(means, covs, weights)
+    if x.shape[1] != means.shape[1]:
+        raise ValueError(f"x must have d={means.shape[1]} columns, got {x.shape[1]}")
+    L = torch.linalg.cholesky(covs.to(x.dtype))  # (K, d, d)  # noqa: N806
+    diff = (x[:, None, :] - means.to(x.dtype)[None]).unsqueeze(-1)  # (B, K, d, 1)
+    z = torch.linalg.solve_triangular(L[None], diff, upper=False).squeeze(-1)  # (B, K, d)
+    logdet = 2 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)  # (K,)
+    d = x.shape[1]
+    comp = -0.5 * z.pow(2).sum(-1) - 0.5 * logdet[None] - 0.5 * d * math.log(2 * math.pi)
+    return torch.logsumexp(torch.log(weights.to(x.dtype).clamp_min(1e-300))[None] + comp, dim=1)
 
 
 def empirical_score(

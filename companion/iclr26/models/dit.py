@@ -10,7 +10,9 @@ a final adaLN layer and :func:`unpatchify`.
 
 Each :class:`GatedAttention` multiplies head ``h``'s output by ``gate[h]`` (a buffer, 1 by default) before the output
 projection. Setting a gate to 0 removes that head exactly; :func:`gate_grads` makes the gates differentiable for one
-backward pass so ``|∂L/∂ξ_h|`` gives a head-importance score (used for memorisation-reducing head pruning).
+backward pass so ``|∂L/∂ξ_h|`` gives a head-importance score (used for memorisation-reducing head pruning); with
+``batch_size=B`` it gives every example of a batch its own gates, hence per-example gradients ``∂L(x_b)/∂ξ_h`` from
+one backward pass (Michel et al. 2019 average their magnitudes, ``E_x |∂L(x)/∂ξ_h|``).
 
 Named hook points (:class:`iclr26.hooks.HookedModule`): ``embed`` (B, N, dim: patch embedding plus positions),
 ``cond`` (B, dim: the conditioning vector c), and per block ``l``: ``blocks.{l}.attn.pattern`` (B, heads, N, N: the
@@ -139,7 +141,9 @@ class GatedAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, D = x.shape  # noqa: N806
         q, k, v = self.qkv(x).reshape(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        gate = self.gate.to(x.dtype)[None, :, None, None]
+        gate = self.gate.to(x.dtype)
+        # (heads,): one gate per head; (B, heads): per-example gates (see gate_grads(batch_size=B))
+        gate = gate[None, :, None, None] if gate.ndim == 1 else gate[:, :, None, None]
         if not self.explicit:
             heads = sdpa(q, k, v) * gate  # ξ_h · head_h
         else:
@@ -265,21 +269,28 @@ class TinyDiT(HookedModule):
 
 
 @contextmanager
-def gate_grads(model: TinyDiT) -> Iterator[list[torch.Tensor]]:
-    """Within the block, every gate is a leaf tensor with ``requires_grad``; yields them (one ``(heads,)`` per layer).
+def gate_grads(model: TinyDiT, batch_size: int | None = None) -> Iterator[list[torch.Tensor]]:
+    """Within the block, every gate is a leaf tensor with ``requires_grad``; yields them (one per layer).
 
-    After ``loss.backward()`` inside the block, ``gates[l].grad[h]`` is ``∂L/∂ξ_{l,h}``. On exit the gates are
-    restored as plain buffers with their values unchanged.
+    ``batch_size=None``: each leaf has shape ``(heads,)``; after ``loss.backward()`` inside the block,
+    ``gates[l].grad[h]`` is ``∂L/∂ξ_{l,h}`` of the batch loss. ``batch_size=B``: **per-example gates**, each leaf of
+    shape ``(B, heads)`` holding the current gate values, example ``b`` of the batch reading row ``b``. A DiT mixes
+    nothing across the batch, so after ``per_example_losses.sum().backward()``, ``gates[l].grad[b, h]`` is
+    ``∂L(x_b)/∂ξ_{l,h}`` — every example's gradient from one backward pass (the forward passes inside the block must
+    use batches of exactly ``B``). On exit the gates are restored as plain ``(heads,)`` buffers, values unchanged.
     """
     if not isinstance(model, TinyDiT):
         raise TypeError(f"model must be a TinyDiT, got {type(model).__name__}")
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size", low=1)
+    saved = [b.attn.gate.detach().clone() for b in model.blocks]
     leaves = []
-    for b in model.blocks:
-        g = b.attn.gate.detach().clone().requires_grad_(True)
-        b.attn.gate = g
-        leaves.append(g)
+    for b, g in zip(model.blocks, saved):
+        leaf = (g if batch_size is None else g[None].expand(batch_size, -1)).clone().requires_grad_(True)
+        b.attn.gate = leaf
+        leaves.append(leaf)
     try:
         yield leaves
     finally:
-        for b, g in zip(model.blocks, leaves):
-            b.attn.gate = g.detach().clone()
+        for b, g in zip(model.blocks, saved):
+            b.attn.gate = g
