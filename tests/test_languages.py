@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from iclr26.data import TopicLanguage
+from iclr26.data.languages import transition_topics
 
 
 def test_emission_rows_are_distributions_and_vocab_is_partitioned():
@@ -45,6 +46,35 @@ def test_garden_path_alignment():
         assert int(gp.control[i, gp.pivot]) in lang.content_words(int(gp.first[i]))
 
 
+def test_transition_topics_share_tokens_and_differ_in_transitions():
+    data = transition_topics(64, 60, 12, n_topics=4, n_atoms=16, branching=2, switch_prob=0.1, noise=0.0, seed=3)
+    assert data.x.shape == (64, 60, 12) and data.token.shape == data.topic.shape == data.boundary.shape == (64, 60)
+    assert data.atoms.shape == (16, 12) and data.successors.shape == (4, 16, 2)
+    torch.testing.assert_close(data.atoms.norm(dim=1), torch.ones(16))
+    changed = torch.cat([torch.zeros(64, 1, dtype=torch.bool), data.topic[:, 1:] != data.topic[:, :-1]], 1)
+    assert torch.equal(changed, data.boundary) and data.boundary.any()
+    # every step follows one of the successors that the current topic allows
+    nxt, prev, z = data.token[:, 1:], data.token[:, :-1], data.topic[:, 1:]
+    allowed = data.successors[z, prev]  # (n_seq, T - 1, branching)
+    assert (allowed == nxt[..., None]).any(-1).all()
+    # each topic's successors are permutations of the vocabulary: every token is reachable equally often
+    for topic in range(4):
+        for j in range(2):
+            assert sorted(data.successors[topic, :, j].tolist()) == list(range(16))
+    # without noise each activation is a positive multiple (0.5 to 1.5) of its token's embedding
+    coef = (data.x * data.atoms[data.token]).sum(-1)
+    torch.testing.assert_close(data.x, coef[..., None] * data.atoms[data.token], atol=1e-5, rtol=1e-5)
+    assert coef.min() >= 0.5 - 1e-5 and coef.max() <= 1.5 + 1e-5
+    # the same tokens appear under every topic: single-token frequencies barely depend on the topic
+    for topic in range(4):
+        counts = torch.bincount(data.token[data.topic == topic], minlength=16).float()
+        assert (counts > 0).all()
+    # same seed, same data; a different seed, different data
+    again = transition_topics(64, 60, 12, n_topics=4, n_atoms=16, branching=2, switch_prob=0.1, noise=0.0, seed=3)
+    assert torch.equal(data.token, again.token) and torch.equal(data.x, again.x)
+    assert not torch.equal(data.token, transition_topics(64, 60, 12, switch_prob=0.1, noise=0.0, seed=4).token)
+
+
 @pytest.mark.parametrize(
     "make, err, match",
     [
@@ -57,6 +87,12 @@ def test_garden_path_alignment():
         (lambda: TopicLanguage().sample(0, 10), ValueError, "n must be"),
         (lambda: TopicLanguage().sample(4, 1), ValueError, "seq_len"),
         (lambda: TopicLanguage().garden_path(4, seq_len=6, n_ambiguous_prefix=3), ValueError, "too short"),
+        (lambda: transition_topics(2, 1, 4), ValueError, "seq_len"),
+        (lambda: transition_topics(2, 8, 4, n_topics=1), ValueError, "n_topics"),
+        (lambda: transition_topics(2, 8, 4, n_atoms=4, branching=5), ValueError, "branching"),
+        (lambda: transition_topics(2, 8, 4, switch_prob=-0.1), ValueError, "switch_prob"),
+        (lambda: transition_topics(2, 8, 4, noise=-1.0), ValueError, "noise"),
+        (lambda: transition_topics(2.0, 8, 4), TypeError, "n_seq"),
     ],
 )
 def test_bad_input(make, err, match):

@@ -32,9 +32,11 @@ from iclr26.sae import (
     l0,
     lasso_objective,
     nmse,
+    part_variance_explained,
     scaling_factor,
     spectral_norm_sq,
     splitting,
+    step_change,
     variance_explained,
 )
 
@@ -360,9 +362,19 @@ def test_from_official_roundtrip():
     src = TemporalSAE(8, 16, k=2, n_heads=2, scaling_factor=0.5)
     sd = {k: v.clone() for k, v in src.state_dict().items()}
     sd["b"] = sd["b"].reshape(1, -1)  # the official checkpoints store b as (1, d)
-    conf = {"llm": {"dimin": 8}, "sae": {"exp_factor": 2, "kval_topk": 2, "n_heads": 2, "n_attn_layers": 1,
-                                         "bottleneck_factor": 1, "sae_diff_type": "topk", "tied_weights": True,
-                                         "scaling_factor": 0.5}}
+    conf = {
+        "llm": {"dimin": 8},
+        "sae": {
+            "exp_factor": 2,
+            "kval_topk": 2,
+            "n_heads": 2,
+            "n_attn_layers": 1,
+            "bottleneck_factor": 1,
+            "sae_diff_type": "topk",
+            "tied_weights": True,
+            "scaling_factor": 0.5,
+        },
+    }
     dst = TemporalSAE.from_official(conf, sd)
     x = torch.randn(2, 5, 8)
     assert torch.allclose(src(x)[0], dst(x)[0], atol=1e-6)
@@ -397,6 +409,79 @@ def test_gram_and_block_contrast():
     g = cosine_gram(z)
     assert g.shape == (4, 4) and np.allclose(np.diag(g), 1)
     assert block_contrast(g, [0, 0, 1, 1]) > 0.8
+
+
+def test_cosine_gram_centres_by_default_as_the_official_demo():
+    # a shared offset makes every raw row alike; centring removes it and leaves the two blocks
+    z = torch.tensor([[5.0, 1.0, 0.0], [5.0, 1.0, 0.1], [5.0, 0.0, 1.0], [5.0, 0.1, 1.0]])
+    raw, centred = cosine_gram(z, centre=False), cosine_gram(z)
+    assert raw.min() > 0.9  # uncentred: everything looks alike
+    np.testing.assert_allclose(centred, cosine_gram(z - z.mean(0)), atol=1e-12)
+    assert centred[0, 1] > 0.9 and centred[0, 2] < -0.9
+    assert block_contrast(centred, [0, 0, 1, 1]) > block_contrast(raw, [0, 0, 1, 1]) + 1.0
+    with pytest.raises(TypeError, match="centre"):
+        cosine_gram(z, centre=1)
+
+
+def test_step_change_is_one_minus_cosine_of_consecutive_centred_codes():
+    z = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    sc = step_change(z, centre=False)
+    assert sc.shape == (1, 3)
+    np.testing.assert_allclose(sc[0], [0.0, 1.0, 1.0])  # same, orthogonal, then an all-zero row scores 1
+    zc = z - z.mean(1, keepdim=True)
+    expected = 1 - torch.nn.functional.cosine_similarity(zc[:, 1:].double(), zc[:, :-1].double(), dim=-1)
+    np.testing.assert_allclose(step_change(z), expected.numpy(), atol=1e-12)
+    # agrees with the diagonal above the main one of cosine_gram, sequence by sequence
+    x = torch.randn(3, 9, 5, generator=torch.Generator().manual_seed(0))
+    for i in range(3):
+        np.testing.assert_allclose(step_change(x)[i], 1 - np.diag(cosine_gram(x[i]), 1), atol=1e-10)
+    with pytest.raises(ValueError, match="3 dimensions"):
+        step_change(torch.randn(4, 2))
+    with pytest.raises(ValueError, match="2 time steps"):
+        step_change(torch.randn(2, 1, 3))
+
+
+def test_part_variance_explained_adds_up_for_uncorrelated_parts():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(2000, 1, generator=g) * torch.tensor([[1.0, 0.0, 0.0]])
+    b = torch.randn(2000, 1, generator=g) * torch.tensor([[0.0, 2.0, 0.0]])
+    target = a + b + 0.1 * torch.randn(2000, 3, generator=g)
+    va, vb = part_variance_explained(a, target), part_variance_explained(b, target)
+    total = float(target.var(0).sum())
+    assert va == pytest.approx(float(a.var(0).sum()) / total)
+    assert va + vb == pytest.approx(part_variance_explained(a + b, target), abs=0.02)
+    assert 0 < va < vb < 1  # never negative, unlike 1 - FVU of a part on its own
+    assert part_variance_explained(a.reshape(100, 20, 3), target.reshape(100, 20, 3)) == pytest.approx(va)
+    with pytest.raises(ValueError, match="same shape"):
+        part_variance_explained(a[:, :2], target)
+    with pytest.raises(ValueError, match="zero variance"):
+        part_variance_explained(a, torch.ones_like(a))
+
+
+def test_scaling_factor_conventions():
+    x = torch.randn(500, 16, generator=torch.Generator().manual_seed(0)) * 3.0
+    s_off, s_d = scaling_factor(x), scaling_factor(x, "sqrt_d")
+    assert s_off == pytest.approx(1 / float(x.norm(dim=-1).mean()), rel=1e-6)  # the official: unit mean norm
+    assert float((s_off * x).norm(dim=-1).mean()) == pytest.approx(1.0, rel=1e-5)
+    assert float((s_d * x).pow(2).sum(-1).mean()) == pytest.approx(16.0, rel=1e-5)  # E||s x||^2 = d
+    assert scaling_factor(x.reshape(50, 10, 16)) == pytest.approx(s_off)
+    with pytest.raises(ValueError, match="convention"):
+        scaling_factor(x, "unit")
+    with pytest.raises(TypeError, match="convention"):
+        scaling_factor(x, 1)
+
+
+def test_fit_temporal_sae_cosine_ends_at_min_lr_ratio():
+    data = planted_slow_fast(6, 10, 8, seed=0)
+    hist = fit_temporal_sae(TemporalSAE(8, 16, k=2), data.x, steps=30, batch_size=2, lr=1e-2, warmup=5, progress=False)
+    assert hist["lr"].iloc[-1] == pytest.approx(0.9e-2, rel=1e-3)  # the official min_lr is 0.9 of the peak
+    assert hist["lr"].min() >= 0.9e-2 * (1 - 1e-3) or hist["lr"].idxmin() < 5  # only the warmup goes lower
+    hist = fit_temporal_sae(
+        TemporalSAE(8, 16, k=2), data.x, steps=30, batch_size=2, lr=1e-2, warmup=5, min_lr_ratio=0.0, progress=False
+    )
+    assert hist["lr"].iloc[-1] == pytest.approx(0.0, abs=1e-4)
+    with pytest.raises(ValueError, match="min_lr_ratio"):
+        fit_temporal_sae(TemporalSAE(8, 16, k=2), data.x, steps=3, min_lr_ratio=1.5, progress=False)
 
 
 def test_planted_data_ground_truth():
@@ -473,8 +558,17 @@ def test_fit_sae_seed_int_is_the_old_torch_stream_and_a_generator_works():
     opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     from iclr26.train import fit
 
-    expected = fit(ref, lambda m, bt: m.loss(bt), lambda step: x[drawn[step]], opt, steps=3, schedule="warmup_cosine",
-                   warmup=1, clip=1.0, progress=False)["loss"].tolist()
+    expected = fit(
+        ref,
+        lambda m, bt: m.loss(bt),
+        lambda step: x[drawn[step]],
+        opt,
+        steps=3,
+        schedule="warmup_cosine",
+        warmup=1,
+        clip=1.0,
+        progress=False,
+    )["loss"].tolist()
     assert a == expected
     c, _ = run(np.random.default_rng(5))
     d, _ = run(np.random.default_rng(5))
@@ -725,8 +819,14 @@ def test_loca_paper_path_on_a_tiny_gpt_neox(tmp_path):
     transformers = pytest.importorskip("transformers")
     from iclr26.hf import load_pretrained, residual_activations
 
-    cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2,
-                                     intermediate_size=32, vocab_size=50, max_position_embeddings=32)
+    cfg = transformers.GPTNeoXConfig(
+        num_hidden_layers=2,
+        hidden_size=16,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
     model = load_pretrained(tmp_path, "causal_lm").eval()

@@ -15,7 +15,9 @@
 
 Metrics: :func:`fvu` (fraction of variance unexplained), :func:`nmse`, :func:`variance_explained`, :func:`l0`,
 :func:`dead_fraction`, :func:`dense_fraction`, :func:`firing_rates`, :func:`dictionary_recovery` (Hungarian matching
-against a planted dictionary), :func:`cosine_gram` and :func:`block_contrast` (event-boundary block structure), and
+against a planted dictionary), :func:`cosine_gram`, :func:`block_contrast` and :func:`step_change` (event
+boundaries from centred code similarity, as the official TFA demo computes it), :func:`part_variance_explained` (the
+demo's per-part variance explained), and
 the pathology metrics of the LocA-SAE code: :func:`angular_variance`, :func:`absorption`, :func:`k_sparse_probe_f1`
 and :func:`splitting` against binary feature labels.
 
@@ -27,7 +29,9 @@ Decoder norms. A sparsity penalty on ``z`` can be dodged by shrinking ``z`` and 
 :class:`ReLUSAE` and :class:`TopKSAE` either keep unit-norm decoder rows by construction
 (``decoder_norm="unit"``: the forward pass divides each row by its norm) or leave them free and weight the L1
 penalty by the row norms (``decoder_norm="free"``, scale-invariant). :class:`TemporalSAE` follows the official
-code: a tied dictionary ``D`` with free norms and a fixed encoder scale ``lam = 1 / (4 d_in)``.
+code: a tied dictionary ``D`` with free norms and a fixed encoder scale ``lam = 1 / (4 d_in)``; its input scale
+comes from :func:`scaling_factor` (the official ``1 / mean ||x||`` by default) and :func:`fit_temporal_sae` ends its
+cosine at the official ``min_lr`` (0.9 of the peak).
 
 The real-model path (``paper`` scale) reads residual activations of a transformers causal LM with
 :func:`iclr26.hf.residual_activations`, and :meth:`TemporalSAE.from_official` loads a released TFA checkpoint; planted
@@ -67,7 +71,9 @@ __all__ = [
     "DictionaryRecovery",
     "dictionary_recovery",
     "cosine_gram",
+    "step_change",
     "block_contrast",
+    "part_variance_explained",
     "spectral_norm_sq",
     "lasso_objective",
     "ista",
@@ -232,8 +238,9 @@ class GroupedTopKSAE(_DictionarySAE):
     training unchanged. :meth:`from_topk` builds one from a trained :class:`TopKSAE` and a grouping of its latents.
     """
 
-    def __init__(self, d_in: int, group_sizes: Any, group_ks: Any, decoder_norm: str = "unit",
-                 usage_weight: float = 0.0) -> None:
+    def __init__(
+        self, d_in: int, group_sizes: Any, group_ks: Any, decoder_norm: str = "unit", usage_weight: float = 0.0
+    ) -> None:
         sizes, ks = _check_groups(group_sizes, group_ks)
         super().__init__(d_in, sum(sizes), decoder_norm)
         self.group_sizes, self.group_ks = sizes, ks
@@ -248,8 +255,9 @@ class GroupedTopKSAE(_DictionarySAE):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         pre = self.pre_activations(x)
-        return torch.cat([_topk_relu(pre[..., a:b], k) for a, b, k in zip(self.offsets, self.offsets[1:],
-                                                                           self.group_ks)], dim=-1)
+        return torch.cat(
+            [_topk_relu(pre[..., a:b], k) for a, b, k in zip(self.offsets, self.offsets[1:], self.group_ks)], dim=-1
+        )
 
     def group_l0(self, z: torch.Tensor) -> torch.Tensor:
         """Mean number of active latents per token in each group, shape ``(n_groups,)``."""
@@ -288,8 +296,7 @@ class GroupedTopKSAE(_DictionarySAE):
         order = torch.cat(idx)
         if order.numel() != sae.width or not torch.equal(order.sort().values, torch.arange(sae.width)):
             raise ValueError(f"groups must partition the {sae.width} latents of sae (each index exactly once)")
-        model = cls(sae.d_in, [len(t) for t in idx], group_ks, decoder_norm=sae.decoder_norm,
-                    usage_weight=usage_weight)
+        model = cls(sae.d_in, [len(t) for t in idx], group_ks, decoder_norm=sae.decoder_norm, usage_weight=usage_weight)
         ref = next(sae.parameters())
         model = model.to(device=ref.device, dtype=ref.dtype)
         with torch.no_grad():
@@ -364,8 +371,9 @@ def _row_plan(idx: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor
     return order, tokens, offsets
 
 
-def _rows_sum(plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor], src: torch.Tensor,
-              weights: torch.Tensor) -> torch.Tensor:
+def _rows_sum(
+    plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor], src: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
     """``out[j] = sum over pairs (n, i) with idx[n, i] == j of weights[n, i] * src[n]``, shape ``(width, d)``:
     the gradient of a weight matrix that only the selected rows touched, in one pass over the ``n k`` pairs."""
     order, tokens, offsets = plan
@@ -585,8 +593,9 @@ class TemporalSAE(nn.Module):
                 patterns.append(pattern)
         if self.novel == "topk" and self.fast:
             lead = xt.shape[:-1]
-            nov_rec, vals, idx = _TopKSparseCode.apply((xt * self.lam).reshape(-1, self.d_in), self.D.T, None,
-                                                       self.D, kval)
+            nov_rec, vals, idx = _TopKSparseCode.apply(
+                (xt * self.lam).reshape(-1, self.d_in), self.D.T, None, self.D, kval
+            )
             nov_rec, vals, idx = nov_rec.reshape(*lead, self.d_in), vals.reshape(*lead, -1), idx.reshape(*lead, -1)
             z_nov = _dense_code(vals, idx, self.width)
             pred_rec = z_pred @ self.D
@@ -649,18 +658,46 @@ class TemporalSAE(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------ training
-def scaling_factor(x: torch.Tensor) -> float:
-    """The input scale that makes the mean squared norm of ``x`` (tokens on the last axis) equal to ``d_in``."""
+def scaling_factor(x: torch.Tensor, convention: str = "official") -> float:
+    """The input scale ``s`` for a :class:`TemporalSAE` (tokens on the last axis of ``x``).
+
+    ``convention="official"`` (the default) computes what the official ``compute_scaling_factor.py`` computes,
+    ``s = 1 / mean ||x||``, so that the scaled tokens have unit mean norm (that script's docstring speaks of
+    ``sqrt(d_in)``, its code does not); ``"sqrt_d"`` makes the mean squared norm of ``s x`` equal to ``d_in``.
+    """
     x = _as_tensor(x, "x")
-    msq = float(x.detach().reshape(-1, x.shape[-1]).pow(2).sum(-1).mean())
+    if not isinstance(convention, str):
+        raise TypeError(f"convention must be a str, got {type(convention).__name__}")
+    if convention not in ("official", "sqrt_d"):
+        raise ValueError(f"convention must be 'official' or 'sqrt_d', got {convention!r}")
+    flat = x.detach().reshape(-1, x.shape[-1]).double()
+    if convention == "official":
+        mean_norm = float(flat.norm(dim=-1).mean())
+        if mean_norm <= 0:
+            raise ValueError("x is all zeros: no scaling factor")
+        return 1.0 / mean_norm
+    msq = float(flat.pow(2).sum(-1).mean())
     if msq <= 0:
         raise ValueError("x is all zeros: no scaling factor")
     return math.sqrt(x.shape[-1] / msq)
 
 
-def _train_on_samples(model: nn.Module, x: torch.Tensor, loss, *, steps: int, batch_size: int, lr: float,
-                      weight_decay: float, warmup: int | None, clip: float, seed: int | np.random.Generator,
-                      progress: bool, desc: str):
+def _train_on_samples(
+    model: nn.Module,
+    x: torch.Tensor,
+    loss,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    warmup: int | None,
+    clip: float,
+    seed: int | np.random.Generator,
+    progress: bool,
+    desc: str,
+    min_lr_ratio: float = 0.0,
+):
     """The shared recipe: minibatches drawn from ``x`` along its first axis, AdamW (betas 0.9, 0.95),
     warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
     from iclr26.train import fit
@@ -679,8 +716,19 @@ def _train_on_samples(model: nn.Module, x: torch.Tensor, loss, *, steps: int, ba
         return x[torch.randint(n, (min(batch_size, n),), generator=gen).to(device)]
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-    return fit(model, loss, batches, opt, steps=steps, schedule="warmup_cosine", warmup=min(warmup, steps), clip=clip,
-               progress=progress, desc=desc)
+    return fit(
+        model,
+        loss,
+        batches,
+        opt,
+        steps=steps,
+        schedule="warmup_cosine",
+        warmup=min(warmup, steps),
+        clip=clip,
+        progress=progress,
+        desc=desc,
+        min_lr_ratio=min_lr_ratio,
+    )
 
 
 def fit_sae(
@@ -703,9 +751,20 @@ def fit_sae(
     if not isinstance(sae, _DictionarySAE):
         raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
     x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
-    return _train_on_samples(sae, x, lambda m, b: m.loss(b), steps=steps, batch_size=batch_size, lr=lr,
-                             weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed, progress=progress,
-                             desc=desc)
+    return _train_on_samples(
+        sae,
+        x,
+        lambda m, b: m.loss(b),
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        warmup=warmup,
+        clip=clip,
+        seed=seed,
+        progress=progress,
+        desc=desc,
+    )
 
 
 def fit_temporal_sae(
@@ -719,19 +778,34 @@ def fit_temporal_sae(
     warmup: int | None = None,
     clip: float = 1.0,
     gamma: float = 0.0,
+    min_lr_ratio: float = 0.9,
     seed: int | np.random.Generator = 0,
     progress: bool = True,
     desc: str = "TFA",
 ):
     """Train a :class:`TemporalSAE` on sequences ``x`` (``(n_seq, time, d_in)``) with the official recipe:
-    AdamW (betas 0.9, 0.95, weight decay 1e-4), warmup then cosine, gradient clipping at 1."""
+    AdamW (betas 0.9, 0.95, weight decay 1e-4), warmup then cosine down to ``min_lr_ratio`` of the peak (the
+    official ``min_lr`` is 0.9 of ``learning_rate``), gradient clipping at 1."""
     if not isinstance(tfa, TemporalSAE):
         raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
     x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
     gamma = check_float(gamma, "gamma", low=0.0)
-    return _train_on_samples(tfa, x, lambda m, b: m.loss(b, gamma=gamma), steps=steps, batch_size=batch_size,
-                             lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
-                             progress=progress, desc=desc)
+    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
+    return _train_on_samples(
+        tfa,
+        x,
+        lambda m, b: m.loss(b, gamma=gamma),
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        warmup=warmup,
+        clip=clip,
+        seed=seed,
+        progress=progress,
+        desc=desc,
+        min_lr_ratio=min_lr_ratio,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ metrics
@@ -764,6 +838,17 @@ def _codes(z: Any) -> torch.Tensor:
     if z.ndim == 0:
         raise ValueError("z must have a latent axis (last dimension)")
     return z.detach().reshape(-1, z.shape[-1])
+
+
+def part_variance_explained(part: Any, target: Any) -> float:
+    """The official demo's variance explained by one part of a reconstruction: ``Var(part) / Var(target)``, the
+    per-feature variances over all tokens summed over features. For parts that are uncorrelated with each other the
+    shares add up to the whole reconstruction's."""
+    part, target = _flat_pair(target, part)[::-1]
+    total = target.var(0).sum()
+    if total <= 0:
+        raise ValueError("target has zero variance: the variance explained is undefined")
+    return float(part.var(0).sum() / total)
 
 
 def l0(z: Any, threshold: float = 0.0) -> float:
@@ -817,15 +902,38 @@ def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> Dict
     cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
     rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
     matched = cos[rows, cols].cpu().numpy()
-    return DictionaryRecovery(cos=matched, match=cols, mean_cos=float(matched.mean()),
-                              recovered=float((matched >= threshold).mean()))
+    return DictionaryRecovery(
+        cos=matched, match=cols, mean_cos=float(matched.mean()), recovered=float((matched >= threshold).mean())
+    )
 
 
-def cosine_gram(z: Any) -> np.ndarray:
-    """Cosine-similarity matrix between the rows of ``z`` (``(time, width)``); all-zero rows get similarity 0."""
+def cosine_gram(z: Any, centre: bool = True) -> np.ndarray:
+    """Cosine-similarity matrix between the rows of ``z`` (``(time, width)``); all-zero rows get similarity 0.
+
+    ``centre=True`` (the official demo's convention) subtracts the sequence's mean code, ``z - z.mean(time)``, first,
+    so that a component shared by every position does not make all positions look alike.
+    """
     z = _as_tensor(z, "z", ndim=2).detach().double()
+    if check_bool(centre, "centre"):
+        z = z - z.mean(0, keepdim=True)
     zn = z / z.norm(dim=1, keepdim=True).clamp_min(1e-12)
     return (zn @ zn.T).cpu().numpy()
+
+
+def step_change(z: Any, centre: bool = True) -> np.ndarray:
+    """The event-boundary score ``1 - cos(z_t, z_{t-1})`` for ``t >= 1``: an array ``(n_seq, time - 1)`` for codes
+    or activations ``z`` of shape ``(n_seq, time, width)``.
+
+    ``centre=True`` subtracts each sequence's mean over time first (as :func:`cosine_gram` does); an all-zero row
+    has similarity 0 with anything, so it scores 1.
+    """
+    z = _as_tensor(z, "z", ndim=3).detach().double()
+    if z.shape[1] < 2:
+        raise ValueError(f"z must have at least 2 time steps, got {z.shape[1]}")
+    if check_bool(centre, "centre"):
+        z = z - z.mean(1, keepdim=True)
+    zn = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (1 - (zn[:, 1:] * zn[:, :-1]).sum(-1)).cpu().numpy()
 
 
 def block_contrast(gram: Any, segments: Any) -> float:
@@ -985,10 +1093,15 @@ def calibrate_lambda(
         raise ValueError("grid must be a non-empty sequence of finite lam >= 0")
     steps = check_int(steps, "steps", low=1)
     eta = 1.0 / max(spectral_norm_sq(d), 1e-30)
-    density = np.array([float((ista(x, d, float(lam), steps, nonnegative=nonnegative, step_size=eta) != 0)
-                              .double().mean()) for lam in grid])
-    return LambdaCalibration(lam=float(grid[int(np.argmin(np.abs(density - target_density)))]), grid=grid,
-                             density=density)
+    density = np.array(
+        [
+            float((ista(x, d, float(lam), steps, nonnegative=nonnegative, step_size=eta) != 0).double().mean())
+            for lam in grid
+        ]
+    )
+    return LambdaCalibration(
+        lam=float(grid[int(np.argmin(np.abs(density - target_density)))]), grid=grid, density=density
+    )
 
 
 # ------------------------------------------------------------------------------------------------ pathology metrics

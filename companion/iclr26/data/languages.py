@@ -20,7 +20,7 @@ import torch
 
 from iclr26.checks import as_generator, check_float, check_int, check_prob
 
-__all__ = ["TopicLanguage", "TopicBatch", "GardenPath"]
+__all__ = ["TopicLanguage", "TopicBatch", "GardenPath", "TransitionTopics", "transition_topics"]
 
 
 @dataclass(frozen=True)
@@ -161,5 +161,79 @@ class TopicLanguage:
             tok[i, start:pivot] = ctl[i, start:pivot] = rng.choice(amb, n_ambiguous_prefix)
             tok[i, pivot] = rng.choice(self.content_words(second[i]))
             ctl[i, pivot] = rng.choice(self.content_words(first[i]))
-        return GardenPath(torch.from_numpy(tok), torch.from_numpy(ctl), torch.from_numpy(first),
-                          torch.from_numpy(second), start, pivot)
+        return GardenPath(
+            torch.from_numpy(tok),
+            torch.from_numpy(ctl),
+            torch.from_numpy(first),
+            torch.from_numpy(second),
+            start,
+            pivot,
+        )
+
+
+@dataclass(frozen=True)
+class TransitionTopics:
+    """Planted activations whose topic shows only in the order of tokens (see :func:`transition_topics`)."""
+
+    x: torch.Tensor  # (n_seq, T, d) activations
+    token: torch.Tensor  # (n_seq, T) long: the token (atom) at each step
+    topic: torch.Tensor  # (n_seq, T) long: the hidden topic
+    boundary: torch.Tensor  # (n_seq, T) bool: the topic changed at this step
+    atoms: torch.Tensor  # (n_atoms, d) unit token embeddings, shared by all topics
+    successors: torch.Tensor  # (n_topics, n_atoms, branching) long: the tokens each topic allows after each token
+
+
+def transition_topics(
+    n_seq: int,
+    seq_len: int,
+    d: int,
+    *,
+    n_topics: int = 4,
+    n_atoms: int = 16,
+    branching: int = 2,
+    switch_prob: float = 1 / 16,
+    noise: float = 0.05,
+    seed: int | np.random.Generator = 0,
+) -> TransitionTopics:
+    """Topics that share one vocabulary and differ only in their transition structure.
+
+    Every topic uses the same ``n_atoms`` unit token embeddings; topic ``z`` moves from token ``a`` to one of
+    ``branching`` successors ``succ[z, a, j] = perm[z, j][a]`` (``branching`` random permutations per topic, one drawn
+    uniformly at each step). A mixture of permutations is doubly stochastic, so every topic's tokens are uniform on
+    their own: a single token says nothing about the topic, a pair of consecutive tokens almost everything. The topic
+    switches to a uniformly chosen other one with probability ``switch_prob`` per step (a labelled boundary); each
+    activation is ``c_t atoms[token_t]`` with ``c_t ~ U(0.5, 1.5)``, plus Gaussian noise of standard deviation
+    ``noise`` per coordinate.
+    """
+    n_seq, seq_len, d = check_int(n_seq, "n_seq", low=1), check_int(seq_len, "seq_len", low=2), check_int(d, "d", low=1)
+    n_topics, n_atoms = check_int(n_topics, "n_topics", low=2), check_int(n_atoms, "n_atoms", low=2)
+    branching = check_int(branching, "branching", low=1)
+    if branching > n_atoms:
+        raise ValueError(f"branching must be <= n_atoms={n_atoms}, got {branching}")
+    switch_prob = check_prob(switch_prob, "switch_prob")
+    noise = check_float(noise, "noise", low=0.0)
+    rng = as_generator(seed)
+    atoms = rng.standard_normal((n_atoms, d))
+    atoms /= np.linalg.norm(atoms, axis=1, keepdims=True)
+    succ = np.stack([np.stack([rng.permutation(n_atoms) for _ in range(branching)], -1) for _ in range(n_topics)])
+    topic = np.zeros((n_seq, seq_len), dtype=np.int64)
+    topic[:, 0] = rng.integers(n_topics, size=n_seq)
+    switch = rng.random((n_seq, seq_len)) < switch_prob
+    switch[:, 0] = False
+    shift = rng.integers(1, n_topics, size=(n_seq, seq_len))
+    token = np.zeros((n_seq, seq_len), dtype=np.int64)
+    token[:, 0] = rng.integers(n_atoms, size=n_seq)
+    pick = rng.integers(branching, size=(n_seq, seq_len))
+    for t in range(1, seq_len):
+        topic[:, t] = np.where(switch[:, t], (topic[:, t - 1] + shift[:, t]) % n_topics, topic[:, t - 1])
+        token[:, t] = succ[topic[:, t], token[:, t - 1], pick[:, t]]
+    coef = rng.uniform(0.5, 1.5, (n_seq, seq_len, 1))
+    x = coef * atoms[token] + noise * rng.standard_normal((n_seq, seq_len, d))
+    return TransitionTopics(
+        x=torch.tensor(x, dtype=torch.float32),
+        token=torch.from_numpy(token),
+        topic=torch.from_numpy(topic),
+        boundary=torch.from_numpy(switch),
+        atoms=torch.tensor(atoms, dtype=torch.float32),
+        successors=torch.from_numpy(succ),
+    )
