@@ -10,8 +10,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 
 from iclr26.counterfactuals import (
+    EDIT_TOL,
     Counterfactuals,
     baseline_shapley,
+    edit_mask,
     exhaustive_min_edits,
     growing_spheres_cf,
     nearest_target_cf,
@@ -19,6 +21,7 @@ from iclr26.counterfactuals import (
     predict_target,
     random_subset_cf,
     sample_target_cf,
+    sparsify_cf,
     torch_logit,
     wachter_cf,
 )
@@ -142,8 +145,12 @@ def test_exhaustive_min_edits(toy):
     best = exhaustive_min_edits(valid, X, Q)
     for i in range(len(X)):  # brute force over all subsets
         diff = np.flatnonzero(X[i] != Q[i])
-        sizes = [len(S) for k in range(len(diff) + 1) for S in combinations(diff, k)
-                 if valid(np.where(np.isin(np.arange(4), S), Q[i], X[i])[None])[0]]
+        sizes = [
+            len(S)
+            for k in range(len(diff) + 1)
+            for S in combinations(diff, k)
+            if valid(np.where(np.isin(np.arange(4), S), Q[i], X[i])[None])[0]
+        ]
         assert best[i] == min(sizes)
     assert (exhaustive_min_edits(valid, X, X) == -1).all()  # q itself not valid
     with pytest.raises(TypeError, match="valid"):
@@ -255,3 +262,69 @@ def test_int_arguments_take_numpy_ints(toy):
     assert baseline_shapley(f, X, pool[:3], exact_max=np.int64(4)).shape == X.shape
     with pytest.raises(TypeError, match="max_features must be an int"):
         exhaustive_min_edits(lambda H: predict_target(toy["rf"], H), X, X, max_features=2.0)
+
+
+def test_edit_mask_counts_changes_above_the_tolerance():
+    X = np.zeros((2, 3))
+    Q = np.array([[1e-9, 0.5, -2e-3], [EDIT_TOL, -EDIT_TOL * 1.01, 0.0]])
+    np.testing.assert_array_equal(edit_mask(X, Q), [[False, True, True], [False, True, False]])
+    assert edit_mask(X, Q, tol=0.0).sum() == 5
+    with pytest.raises(ValueError, match="tol"):
+        edit_mask(X, Q, tol=-1.0)
+    with pytest.raises(ValueError, match="Q"):
+        edit_mask(X, Q[:1])
+
+
+def test_wachter_proximal_step_leaves_features_exactly_at_x(toy):
+    # y depends on features 0-2 only: the L1 prox keeps feature 3 (weight near 0) exactly at x
+    X = toy["neg"]
+    R, ok = wachter_cf(toy["lr"], X, lr=0.1, steps=100, rounds=6)
+    assert ok.all()
+    assert (R[:, 3] == X[:, 3]).all()
+    assert edit_mask(X, R).sum(1).max() < X.shape[1]
+
+
+def test_sparsify_cf_is_laugels_step(toy):
+    model, X = toy["lr"], toy["neg"]
+    R0 = sample_target_cf(model, X, toy["X"], seed=1).rows
+    R, ok = sparsify_cf(model, X, R0)
+    assert ok.all()
+    same = R == X
+    assert same.sum() > (R0 == X).sum()  # some moves were undone...
+    # ...and each coordinate is either the original counterfactual's or the factual's
+    assert ((R == R0) | same).all()
+    # the next smallest remaining move would undo the flip (Laugel's stopping rule)
+    for i in range(len(X)):
+        gap = np.where(same[i], np.inf, np.abs(R[i] - X[i]))
+        if np.isfinite(gap).any():
+            h = R[i].copy()
+            h[gap.argmin()] = X[i, gap.argmin()]
+            assert not predict_target(model, h[None])[0]
+    # rows that are already factual-side stay unchanged; bad input names the argument
+    np.testing.assert_array_equal(sparsify_cf(model, X, X).rows, X)
+    with pytest.raises(ValueError, match="R"):
+        sparsify_cf(model, X, R0[:, :2])
+
+
+def test_growing_spheres_sparsify_option(toy):
+    X = toy["neg"]
+    dense = growing_spheres_cf(toy["lr"], X, seed=0, n_samples=100, sparsify=False)
+    sparse = growing_spheres_cf(toy["lr"], X, seed=0, n_samples=100)
+    assert sparse.valid.all() and dense.valid.all()
+    assert edit_mask(X, sparse.rows).sum() < edit_mask(X, dense.rows).sum()
+    with pytest.raises(TypeError, match="sparsify"):
+        growing_spheres_cf(toy["lr"], X, sparsify="yes")
+
+
+def test_wachter_clips_each_rows_step(toy):
+    # a steep logistic model: an unclipped hinge gradient is in the thousands, so one step would overshoot
+    steep = LogisticRegression().fit(toy["X"], toy["y"])
+    steep.coef_ = steep.coef_ * 1000.0
+    steep.intercept_ = steep.intercept_ * 1000.0
+    X = toy["X"][~predict_target(steep, toy["X"])][:10]
+    one = wachter_cf(steep, X, lr=0.1, steps=1, rounds=1, max_grad_norm=2.0)
+    assert np.linalg.norm(one.rows - X, axis=1).max() <= 0.1 * 2.0 + 1e-12
+    wild = wachter_cf(steep, X, lr=0.1, steps=1, rounds=1, max_grad_norm=1e12)
+    assert np.linalg.norm(wild.rows - X, axis=1).max() > 10.0
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        wachter_cf(steep, X, max_grad_norm=0.0)

