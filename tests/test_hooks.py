@@ -198,3 +198,93 @@ def test_mlp_arguments():
         mlp(torch.ones(4, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="last dimension"):
         mlp(torch.ones(4, 5))
+
+
+# ------------------------------------------------------------------------------------------------ activation patching
+def _pair():
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, n_ctx=5, d_model=16, n_layers=2, n_heads=2, d_mlp=32))
+    gen = torch.Generator().manual_seed(3)
+    return model, torch.randint(0, 11, (4, 5), generator=gen), torch.randint(0, 11, (4, 5), generator=gen)
+
+
+def test_patching_every_position_gives_the_source_run():
+    model, clean, cf = _pair()
+    name = "blocks.0.resid_post"
+    cf_out, cf_cache = model.run_with_cache(cf, names=[name])
+    out, cache = model.run_with_cache(clean, names=[name], patch={name: cf_cache[name]})
+    # from block 1 on the clean run sees the counterfactual's residual everywhere: the token embeddings are gone
+    torch.testing.assert_close(out, cf_out)
+    torch.testing.assert_close(cache[name], cf_cache[name])
+
+
+def test_patching_chosen_positions_only():
+    model, clean, cf = _pair()
+    name = "blocks.1.resid_post"  # the last block: a position only changes its own output
+    clean_out = model(clean)
+    cf_out, cf_cache = model.run_with_cache(cf, names=[name])
+    out, _ = model.run_with_cache(clean, names=[], patch={name: cf_cache[name]}, positions=[-1, 1])
+    torch.testing.assert_close(out[:, [1, 4]], cf_out[:, [1, 4]])
+    torch.testing.assert_close(out[:, [0, 2, 3]], clean_out[:, [0, 2, 3]])
+    out2, _ = model.run_with_cache(clean, names=[], patch={name: cf_cache[name]}, positions=4)
+    torch.testing.assert_close(out2[:, 4], cf_out[:, 4])
+
+
+def test_patching_one_head_and_the_fast_path():
+    model, clean, cf = _pair()
+    name = "blocks.0.attn.head_out"
+    _, cf_cache = model.run_with_cache(cf, names=[name])
+    _, clean_cache = model.run_with_cache(clean, names=[name])
+    _, cache = model.run_with_cache(clean, names=[name], patch={name: cf_cache[name]}, positions=[-1], heads=[1])
+    got, want = cache[name], clean_cache[name].clone()
+    want[:, -1, 1] = cf_cache[name][:, -1, 1]
+    torch.testing.assert_close(got, want)
+    # patching every head of a layer equals patching its attn_out (the explicit path gives the same numbers)
+    _, cf_attn = model.run_with_cache(cf, names=["blocks.0.attn_out"])
+    a, _ = model.run_with_cache(clean, names=[], patch={name: cf_cache[name]})
+    b, _ = model.run_with_cache(clean, names=[], patch={"blocks.0.attn_out": cf_attn["blocks.0.attn_out"]})
+    torch.testing.assert_close(a, b)
+    # nothing stays attached: the next plain pass takes the fast path again
+    assert not model.is_hooked(name)
+
+
+def test_patch_hooks_compose_with_hooks():
+    model, clean, cf = _pair()
+    name = "blocks.0.resid_mid"
+    _, cf_cache = model.run_with_cache(cf, names=[name])
+    with model.hooks(model.patch_hooks({name: cf_cache[name]}, positions=[0])):
+        a = model(clean)
+    b, _ = model.run_with_cache(clean, names=[], patch={name: cf_cache[name]}, positions=[0])
+    torch.testing.assert_close(a, b)
+
+
+def test_patching_bad_input():
+    model, clean, cf = _pair()
+    name = "blocks.0.resid_post"
+    _, cf_cache = model.run_with_cache(cf, names=[name])
+    src = {name: cf_cache[name]}
+    with pytest.raises(TypeError, match="patch"):
+        model.run_with_cache(clean, patch=[cf_cache[name]])
+    with pytest.raises(ValueError, match="patch: unknown hook"):
+        model.run_with_cache(clean, patch={"nope": cf_cache[name]})
+    with pytest.raises(TypeError, match="patch\\['blocks.0.resid_post'\\]"):
+        model.run_with_cache(clean, patch={name: cf_cache[name].numpy()})
+    with pytest.raises(ValueError, match="shape"):
+        model.run_with_cache(clean, patch={name: cf_cache[name][:, :3]})
+    with pytest.raises(ValueError, match="positions"):
+        model.run_with_cache(clean, patch=src, positions=[7])
+    with pytest.raises(ValueError, match="positions"):
+        model.run_with_cache(clean, patch=src, positions=[])
+    with pytest.raises(TypeError, match="positions"):
+        model.run_with_cache(clean, patch=src, positions=[1.5])
+    with pytest.raises(TypeError, match="positions"):
+        model.run_with_cache(clean, patch=src, positions="1")
+    with pytest.raises(ValueError, match="heads"):
+        model.run_with_cache(clean, patch=src, heads=[0])  # resid_post has no head axis
+    with pytest.raises(ValueError, match="heads"):
+        hname = "blocks.0.attn.head_out"
+        _, c = model.run_with_cache(cf, names=[hname])
+        model.run_with_cache(clean, patch={hname: c[hname]}, heads=[2])
+    with pytest.raises(ValueError, match="pass patch"):
+        model.run_with_cache(clean, positions=[0])
+    assert not model.is_hooked(name)  # errors leave no hook behind

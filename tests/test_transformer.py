@@ -377,3 +377,96 @@ def test_sdpa_inside_vmap_equals_the_fused_kernel():
             warnings.simplefilter("error")  # no "batching rule not implemented" fallback
             batched = vmap(lambda a, b, c, kw=kw: sdpa(a, b, c, **kw))(q, k, v)
         torch.testing.assert_close(batched, torch.stack([sdpa(q[i], k[i], v[i], **kw) for i in range(3)]))
+
+
+# ------------------------------------------------------------------------------------------------ prefix and VLM
+def test_prefix_lm_mask():
+    from iclr26.models import prefix_lm_mask
+
+    m = prefix_lm_mask(5, 2)
+    want = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool()
+    assert torch.equal(m, want)
+    assert torch.equal(prefix_lm_mask(4, 0), torch.ones(4, 4, dtype=torch.bool).tril())
+    with pytest.raises(ValueError, match="prefix_len"):
+        prefix_lm_mask(3, 4)
+    with pytest.raises(TypeError, match="seq"):
+        prefix_lm_mask(3.0, 1)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_prefix_embeds_equal_one_embeds_sequence_with_a_prefix_mask(fast):
+    from iclr26.models import prefix_lm_mask
+
+    model = tiny(n_ctx=7, fast_attention=fast)
+    x = tokens(s=4)
+    prefix = torch.randn(3, 3, 16, generator=torch.Generator().manual_seed(2))
+    out = model(x, prefix_embeds=prefix)
+    assert out.shape == (3, 7, 11)
+    seq = torch.cat([prefix, model.W_E(x)], 1)
+    # the same numbers as the whole sequence through `embeds` in a non-causal copy with the prefix-LM mask
+    bidirectional = copy.deepcopy(model)
+    bidirectional.cfg.causal = False  # the copy's blocks share the copied cfg
+    torch.testing.assert_close(out, bidirectional(embeds=seq, attn_mask=prefix_lm_mask(7, 3)))
+    torch.testing.assert_close(out, model(embeds=seq, prefix_len=3))
+    # the prefix is bidirectional: its first position depends on the last prefix position; the words stay causal
+    moved = prefix.clone()
+    moved[:, 2] = torch.randn(3, 16, generator=torch.Generator().manual_seed(4))
+    assert not torch.allclose(model(x, prefix_embeds=moved)[:, 0], out[:, 0])
+    later = x.clone()
+    later[:, -1] = (later[:, -1] + 1) % 11
+    torch.testing.assert_close(model(later, prefix_embeds=prefix)[:, :-1], out[:, :-1])
+    torch.testing.assert_close(model(x, prefix_embeds=prefix, last_only=True), out[:, -1:])
+    # prefix_len=0 or 1 is the plain causal model
+    torch.testing.assert_close(model(embeds=seq, prefix_len=1), model(embeds=seq))
+
+
+def test_prefix_arguments_are_checked():
+    model = tiny(n_ctx=6)
+    x = tokens(s=3)
+    with pytest.raises(TypeError, match="prefix_embeds"):
+        model(x, prefix_embeds=torch.zeros(3, 2, 16, dtype=torch.long))
+    with pytest.raises(ValueError, match="prefix_embeds"):
+        model(x, prefix_embeds=torch.zeros(3, 2, 15))
+    with pytest.raises(ValueError, match="prefix_embeds"):
+        model(x, prefix_embeds=torch.zeros(2, 2, 16))
+    with pytest.raises(ValueError, match="prefix_len"):
+        model(x, prefix_len=4)
+    with pytest.raises(TypeError, match="prefix_len"):
+        model(x, prefix_len="2")
+    with pytest.raises(ValueError, match="n_ctx"):
+        model(x, prefix_embeds=torch.zeros(3, 4, 16))
+
+
+def test_tiny_vlm():
+    from iclr26.models import TinyVLM
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=11, n_ctx=8, d_model=16, n_layers=2, n_heads=2, d_mlp=32)
+    vlm = TinyVLM(cfg, patch_dim=12, n_patches=4)
+    patches, x = torch.randn(3, 4, 12), tokens(s=4)
+    out = vlm(patches, x)
+    assert out.shape == (3, 8, 11)
+    torch.testing.assert_close(out, vlm.lm(x, prefix_embeds=vlm.patch_embed(patches)))
+    torch.testing.assert_close(vlm(patches, x, last_only=True), out[:, -1:])
+    assert vlm.hook_names == vlm.lm.hook_names
+    _, cache = vlm.run_with_cache(patches, x, names=["blocks.1.resid_post"])
+    assert cache["blocks.1.resid_post"].shape == (3, 8, 16)
+    with pytest.raises(TypeError, match="cfg"):
+        TinyVLM({}, 12, 4)
+    with pytest.raises(ValueError, match="n_patches"):
+        TinyVLM(cfg, 12, 8)
+    with pytest.raises(TypeError, match="patch_dim"):
+        TinyVLM(cfg, 12.0, 4)
+    with pytest.raises(TypeError, match="patches"):
+        vlm(patches.long(), x)
+    with pytest.raises(ValueError, match="patches"):
+        vlm(torch.randn(3, 5, 12), x)
+
+
+def test_hook_axes_for_patching():
+    model = tiny()
+    assert model.hook_axes("blocks.0.resid_post") == (1, None)
+    assert model.hook_axes("blocks.1.attn.head_out") == (1, 2)
+    assert model.hook_axes("blocks.0.attn.pattern") == (2, 1)
+    with pytest.raises(ValueError, match="unknown hook"):
+        model.hook_axes("blocks.9.resid_post")

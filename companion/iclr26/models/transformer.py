@@ -48,7 +48,16 @@ from torch import nn
 from iclr26.checks import check_bool, check_choice, check_float, check_int
 from iclr26.hooks import HookedModule, HookPoint
 
-__all__ = ["TransformerConfig", "TinyTransformer", "Attention", "MLPBlock", "Block", "ACTIVATIONS"]
+__all__ = [
+    "TransformerConfig",
+    "TinyTransformer",
+    "Attention",
+    "MLPBlock",
+    "Block",
+    "ACTIVATIONS",
+    "prefix_lm_mask",
+    "TinyVLM",
+]
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -130,6 +139,15 @@ def sdpa(
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
+
+
+def prefix_lm_mask(seq: int, prefix_len: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Bool (seq, seq), True where query q may attend to key k: causal, except that the first ``prefix_len``
+    positions (a VLM's image patches) form a bidirectional prefix — ``k <= q or k < prefix_len``."""
+    seq = check_int(seq, "seq", low=1)
+    prefix_len = check_int(prefix_len, "prefix_len", low=0, high=seq)
+    idx = torch.arange(seq, device=device)
+    return (idx[None, :] <= idx[:, None]) | (idx[None, :] < prefix_len)
 
 
 # ------------------------------------------------------------------------------------------------ blocks
@@ -342,12 +360,24 @@ class TinyTransformer(HookedModule):
                                       "resid_mid", "mlp.pre", "mlp.post", "mlp_out", "resid_post")]
         return order + ["final_resid"]
 
+    def hook_axes(self, name: str) -> tuple[int, int | None]:
+        """Position and head axes for activation patching: ``attn.scores``/``attn.pattern`` are (b, h, q, k), so
+        positions are queries (axis 2) and heads axis 1; ``attn.head_out`` is (b, s, h, d): axes 1 and 2."""
+        self._check_names([name], "name")
+        if name.endswith(("attn.scores", "attn.pattern")):
+            return 2, 1
+        if name.endswith("attn.head_out"):
+            return 1, 2
+        return 1, None
+
     # -------------------------------------------------------------------------------------------- forward
     def forward(
         self,
         tokens: torch.Tensor | None = None,
         *,
         embeds: torch.Tensor | None = None,
+        prefix_embeds: torch.Tensor | None = None,
+        prefix_len: int | None = None,
         attn_mask: torch.Tensor | None = None,
         last_only: bool = False,
     ) -> torch.Tensor:
@@ -355,6 +385,13 @@ class TinyTransformer(HookedModule):
 
         ``attn_mask``: optional bool (seq, seq) or (batch, seq, seq), True where a query may attend to a key; it is
         combined (AND) with the causal mask when ``cfg.causal``.
+
+        ``prefix_embeds``: optional float (batch, P, d_model) placed before the token (or ``embeds``) embeddings, so
+        that one sequence holds, say, a VLM's image patches and its words. ``prefix_len`` (default: P when
+        ``prefix_embeds`` is given, else 0) makes the first ``prefix_len`` positions a bidirectional prefix: they see
+        each other, every later position sees all of them, and the rest stays causal (:func:`prefix_lm_mask`; only
+        matters when ``cfg.causal``). The ``embed`` hook sees the whole sequence, and learned positions
+        (``W_pos``) are added over the whole sequence, prefix included.
 
         ``last_only=True`` returns the logits at the last position only, (batch, 1, vocab), and skips the work no
         other output needs: the final block computes its attention query, MLP and unembedding at the last position
@@ -371,21 +408,42 @@ class TinyTransformer(HookedModule):
                 raise TypeError(f"tokens must be an integer (long) tensor, got {got}")
             if tokens.dim() != 2:
                 raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
-            x = self.hook_embed(self.W_E(tokens))
+            x = self.W_E(tokens)
+            if prefix_embeds is None:
+                x = self.hook_embed(x)
         else:
             if not isinstance(embeds, torch.Tensor) or not embeds.is_floating_point():
                 raise TypeError("embeds must be a floating-point tensor of shape (batch, seq, d_model)")
             if embeds.dim() != 3 or embeds.shape[-1] != cfg.d_model:
                 raise ValueError(f"embeds must have shape (batch, seq, {cfg.d_model}), got {tuple(embeds.shape)}")
-            x = self.hook_embed(embeds)
+            x = embeds
+        if prefix_embeds is not None:
+            if not isinstance(prefix_embeds, torch.Tensor) or not prefix_embeds.is_floating_point():
+                raise TypeError("prefix_embeds must be a floating-point tensor of shape (batch, prefix, d_model)")
+            if (
+                prefix_embeds.dim() != 3
+                or prefix_embeds.shape[-1] != cfg.d_model
+                or prefix_embeds.shape[0] != x.shape[0]
+            ):
+                got = tuple(prefix_embeds.shape)
+                raise ValueError(f"prefix_embeds must have shape ({x.shape[0]}, prefix, {cfg.d_model}), got {got}")
+            x = torch.cat([prefix_embeds.to(x.dtype), x], dim=1)
+        if tokens is None or prefix_embeds is not None:
+            x = self.hook_embed(x)
         b, s = x.shape[:2]
         if s > cfg.n_ctx:
             raise ValueError(f"sequence length {s} exceeds n_ctx={cfg.n_ctx}")
         if self.W_pos is not None:
             x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
 
+        if prefix_len is None:
+            prefix_len = 0 if prefix_embeds is None else prefix_embeds.shape[1]
+        prefix_len = check_int(prefix_len, "prefix_len", low=0, high=s)
         allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
         kind = "causal" if cfg.causal else "full"  # lets the fast attention path skip the mask
+        if cfg.causal and prefix_len > 1:
+            allowed = prefix_lm_mask(s, prefix_len, device=x.device)
+            kind = "general"
         if attn_mask is not None:
             kind = "general"
             if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
@@ -401,3 +459,47 @@ class TinyTransformer(HookedModule):
             x = block(x, allowed, last_only and i == len(self.blocks) - 1, kind)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)
+
+
+# ------------------------------------------------------------------------------------------------ VLM
+class TinyVLM(HookedModule):
+    """A tiny vision-language model: image patches, linearly embedded, as a bidirectional prefix before the words.
+
+    ``TinyVLM(cfg, patch_dim, n_patches)`` wraps a :class:`TinyTransformer` (``self.lm``) whose ``cfg.n_ctx`` must
+    hold ``n_patches`` plus the longest prompt. ``model(patches, tokens)`` embeds ``patches`` (batch, n_patches,
+    patch_dim) with one linear map, prepends them to the word embeddings and runs the transformer with
+    ``prefix_len=n_patches`` (patches see each other, every word sees every patch, words are causal). With
+    ``cfg.positional="learned"`` the transformer's ``W_pos`` rows of the first ``n_patches`` positions are a learned
+    position embedding of the patch grid (one vector per cell, not factorised into row and column). The hook names
+    are the transformer's (``blocks.{l}.resid_post``, ...), with the patches at positions ``0 … n_patches-1``.
+    """
+
+    def __init__(self, cfg: TransformerConfig, patch_dim: int, n_patches: int) -> None:
+        super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
+        self.patch_dim = check_int(patch_dim, "patch_dim", low=1)
+        self.n_patches = check_int(n_patches, "n_patches", low=1)
+        if cfg.n_ctx <= self.n_patches:
+            raise ValueError(f"cfg.n_ctx={cfg.n_ctx} must exceed n_patches={self.n_patches} (room for the words)")
+        self.cfg = cfg
+        self.patch_embed = nn.Linear(self.patch_dim, cfg.d_model)
+        _init_(self.patch_embed.weight, self.patch_dim, cfg.init_std)
+        nn.init.zeros_(self.patch_embed.bias)
+        self.lm = TinyTransformer(cfg)
+
+    def _hook_order(self) -> list[str]:
+        return self.lm._hook_order()
+
+    def hook_axes(self, name: str) -> tuple[int, int | None]:
+        return self.lm.hook_axes(name)
+
+    def forward(self, patches: torch.Tensor, tokens: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+        """Logits (batch, n_patches + seq, vocab), or (batch, 1, vocab) with ``last_only``."""
+        if not isinstance(patches, torch.Tensor) or not patches.is_floating_point():
+            raise TypeError("patches must be a floating-point tensor (batch, n_patches, patch_dim)")
+        if patches.dim() != 3 or patches.shape[1:] != (self.n_patches, self.patch_dim):
+            raise ValueError(
+                f"patches must have shape (batch, {self.n_patches}, {self.patch_dim}), got {tuple(patches.shape)}"
+            )
+        return self.lm(tokens, prefix_embeds=self.patch_embed(patches), last_only=last_only)
