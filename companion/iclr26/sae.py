@@ -668,18 +668,13 @@ def scaling_factor(x: torch.Tensor, convention: str = "official") -> float:
     x = _as_tensor(x, "x")
     if not isinstance(convention, str):
         raise TypeError(f"convention must be a str, got {type(convention).__name__}")
-    if convention not in ("official", "sqrt_d"):
-        raise ValueError(f"convention must be 'official' or 'sqrt_d', got {convention!r}")
+    check_choice(convention, "convention", ("official", "sqrt_d"))
     flat = x.detach().reshape(-1, x.shape[-1]).double()
-    if convention == "official":
-        mean_norm = float(flat.norm(dim=-1).mean())
-        if mean_norm <= 0:
-            raise ValueError("x is all zeros: no scaling factor")
-        return 1.0 / mean_norm
-    msq = float(flat.pow(2).sum(-1).mean())
-    if msq <= 0:
+    if not bool(flat.any()):
         raise ValueError("x is all zeros: no scaling factor")
-    return math.sqrt(x.shape[-1] / msq)
+    if convention == "official":
+        return 1.0 / float(flat.norm(dim=-1).mean())
+    return math.sqrt(x.shape[-1] / float(flat.pow(2).sum(-1).mean()))
 
 
 def _train_on_samples(
@@ -844,7 +839,7 @@ def part_variance_explained(part: Any, target: Any) -> float:
     """The official demo's variance explained by one part of a reconstruction: ``Var(part) / Var(target)``, the
     per-feature variances over all tokens summed over features. For parts that are uncorrelated with each other the
     shares add up to the whole reconstruction's."""
-    part, target = _flat_pair(target, part)[::-1]
+    target, part = _flat_pair(target, part)
     total = target.var(0).sum()
     if total <= 0:
         raise ValueError("target has zero variance: the variance explained is undefined")

@@ -409,8 +409,6 @@ class TinyTransformer(HookedModule):
             if tokens.dim() != 2:
                 raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
             x = self.W_E(tokens)
-            if prefix_embeds is None:
-                x = self.hook_embed(x)
         else:
             if not isinstance(embeds, torch.Tensor) or not embeds.is_floating_point():
                 raise TypeError("embeds must be a floating-point tensor of shape (batch, seq, d_model)")
@@ -428,8 +426,7 @@ class TinyTransformer(HookedModule):
                 got = tuple(prefix_embeds.shape)
                 raise ValueError(f"prefix_embeds must have shape ({x.shape[0]}, prefix, {cfg.d_model}), got {got}")
             x = torch.cat([prefix_embeds.to(x.dtype), x], dim=1)
-        if tokens is None or prefix_embeds is not None:
-            x = self.hook_embed(x)
+        x = self.hook_embed(x)
         b, s = x.shape[:2]
         if s > cfg.n_ctx:
             raise ValueError(f"sequence length {s} exceeds n_ctx={cfg.n_ctx}")
