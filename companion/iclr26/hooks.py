@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr26.checks import check_int
+
 __all__ = ["HookPoint", "HookFn", "HookedModule"]
 
 HookFn = Callable[[torch.Tensor, str], "torch.Tensor | None"]
@@ -220,12 +222,10 @@ def _index_list(value: int | Sequence[int] | None, name: str) -> list[int] | Non
     items = [value] if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
     if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, torch.Tensor)) or isinstance(items, bool):
         raise TypeError(f"{name} must be an int, a sequence of ints or None, got {type(value).__name__}")
-    out = []
-    for i in items:
-        i = i.item() if isinstance(i, torch.Tensor) and i.dim() == 0 else i
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
-            raise TypeError(f"{name} must hold ints, got {i!r} ({type(i).__name__})")
-        out.append(int(i))
+    out = [
+        check_int(i.item() if isinstance(i, torch.Tensor) and i.dim() == 0 else i, f"{name}[{j}]")
+        for j, i in enumerate(items)
+    ]
     if not out:
         raise ValueError(f"{name} must not be empty (None means all)")
     return out

@@ -908,10 +908,7 @@ def cosine_gram(z: Any, centre: bool = True) -> np.ndarray:
     ``centre=True`` (the official demo's convention) subtracts the sequence's mean code, ``z - z.mean(time)``, first,
     so that a component shared by every position does not make all positions look alike.
     """
-    z = _as_tensor(z, "z", ndim=2).detach().double()
-    if check_bool(centre, "centre"):
-        z = z - z.mean(0, keepdim=True)
-    zn = z / z.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    zn = _unit_rows(_as_tensor(z, "z", ndim=2), centre, time_axis=0)
     return (zn @ zn.T).cpu().numpy()
 
 
@@ -922,13 +919,20 @@ def step_change(z: Any, centre: bool = True) -> np.ndarray:
     ``centre=True`` subtracts each sequence's mean over time first (as :func:`cosine_gram` does); an all-zero row
     has similarity 0 with anything, so it scores 1.
     """
-    z = _as_tensor(z, "z", ndim=3).detach().double()
+    z = _as_tensor(z, "z", ndim=3)
     if z.shape[1] < 2:
         raise ValueError(f"z must have at least 2 time steps, got {z.shape[1]}")
-    if check_bool(centre, "centre"):
-        z = z - z.mean(1, keepdim=True)
-    zn = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    zn = _unit_rows(z, centre, time_axis=1)
     return (1 - (zn[:, 1:] * zn[:, :-1]).sum(-1)).cpu().numpy()
+
+
+def _unit_rows(z: torch.Tensor, centre: Any, time_axis: int) -> torch.Tensor:
+    """``z`` in float64 with unit-norm rows (last axis; all-zero rows stay 0), after subtracting its mean over
+    ``time_axis`` when ``centre``: the cosine similarities of :func:`cosine_gram` and :func:`step_change`."""
+    z = z.detach().double()
+    if check_bool(centre, "centre"):
+        z = z - z.mean(time_axis, keepdim=True)
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 def block_contrast(gram: Any, segments: Any) -> float:
