@@ -23,10 +23,17 @@ from iclr26.claims import (
     claim_greater_than,
     claim_less_than,
     claims_table,
+    control,
+    control_at_least,
     glue,
     read_notebook,
     recorded_verdicts,
+    report,
+    results,
+    uncited,
     verdict,
+    verdict_problems,
+    verdict_word,
     verdicts_table,
 )
 
@@ -86,21 +93,31 @@ def test_bad_input_names_the_argument():
         glue("x", 1, display="no")
 
 
-def test_claims_table_lists_marks_in_two_sections():
-    claim_at_least("ok", "passes", 1.0, 0.5, calibration="ci seeds 0–7: min 0.8")
+def test_claims_table_lists_marks_in_sections(tmp_path, monkeypatch):
+    claim_at_least("ok", "passes", 1.0, 0.5)
     claim_at_least("bad", "fails", 0.0, 0.5)
     check_at_most("identity", "an identity holds", 1e-12, 1e-8)
+    control_at_least("oracle", "the oracle is detected", 1.0, 0.9)
+    report("gap", 0.25, "the gap, shown not asserted", holds=False)
     table = claims_table()
     frame = table.frame
-    assert list(frame[""]) == ["✓", "✗", "✓"]
-    assert list(frame["name"]) == ["ok", "bad", "identity"]
-    assert list(frame["kind"]) == ["claim", "claim", "sanity"]
+    assert list(frame[""]) == ["✓", "✗", "✓", "✓", "○"]
+    assert list(frame["kind"]) == ["claim", "claim", "sanity", "control", "report"]
     html_ = table._repr_html_()
-    assert html_.index("Paper claims</b> (1/2 passed)") < html_.index("Sanity checks</b> (1/1 passed)")
-    assert "ci seeds 0–7: min 0.8" in html_
+    order = ["Paper claims</b> (1/2 passed)", "Controls</b> (1/1 passed)", "Reports</b> (1)", "Sanity checks</b> (1/1"]
+    assert [html_.index(x) for x in order] == sorted(html_.index(x) for x in order)
+    assert "over seeds" not in html_
     assert "Sanity checks (1/1 passed)" in repr(table)
+    # how each check fared over seeds comes from the robustness data, never typed
+    data = {"seeds": [0, 1], "checks": {"demo": {"ok": {"passed": 2, "runs": 2, "worst_seed": 1, "value": 0.8}}}}
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    monkeypatch.setenv("ICLR26_ROBUSTNESS", str(tmp_path / "r.json"))
+    seeded = claims_table(chapter="demo")
+    assert "2/2, worst 0.8 (seed 1)" in seeded._repr_html_() and "over seeds 0, 1" in seeded._repr_html_()
     with pytest.raises(TypeError, match="claims"):
         claims_table(["not a claim"])
+    with pytest.raises(ValueError, match="chapter"):
+        claims_table(chapter="a b")
 
 
 def test_checks_are_claims_of_kind_sanity():
@@ -124,26 +141,142 @@ def test_checks_are_claims_of_kind_sanity():
     with pytest.raises(ValueError, match="kind"):
         claim("x", "s", 1, True, kind="identity")
     with pytest.raises(TypeError, match="calibration"):
-        claim_at_least("x", "s", 1.0, 0.5, calibration=3)
+        claim_at_least("x", "s", 1.0, 0.5, calibration="typed by hand")
+    with pytest.raises(ValueError, match="report"):
+        claim("x", "s", 1, True, kind="report")
+    assert control("c", "the effect is seen where planted", 1, True).kind == "control"
+    assert control_at_least.__name__ == "control_at_least"
+    with pytest.raises(TypeError, match="kind"):
+        control_at_least("x", "s", 1.0, 0.5, kind="claim")
 
 
-def test_verdicts_record_validate_and_render():
-    v = verdict("Method beats baseline", "not reproduced", evidence="ours 0.5 vs 0.6", why="too small a model")
-    verdict("Limit law holds", "reproduced", evidence="claim shape_ok", why="matches the table")
-    assert v.verdict == "not reproduced" and len(recorded_verdicts()) == 2
-    table = verdicts_table()
-    data, meta = table._repr_mimebundle_()
-    assert "not reproduced" in data["text/html"] and "Limit law holds" in data["text/plain"]
-    assert [r["headline"] for r in meta["iclr26"]["verdicts"]] == ["Method beats baseline", "Limit law holds"]
+def test_report_records_glues_and_never_fails():
+    assert report("gap", 0.3, "the gap", holds=np.bool_(True)) == 0.3
+    r = claims.recorded_claims()[-1]
+    assert (r.kind, r.passed, r.holds, r.mark) == ("report", True, True, "●")
+    assert report("plain", 2, "no direction") == 2 and claims.recorded_claims()[-1].mark == "·"
+    assert "gap" in claims._GLUED
+    report("not_glued", 1.0, "kept out of the glue", glued=False)
+    assert "not_glued" not in claims._GLUED
+    with pytest.raises(TypeError, match="text"):
+        report("x", 1.0, "")
+    with pytest.raises(TypeError, match="holds"):
+        report("x", 1.0, "t", holds="yes")
+    with pytest.raises(ValueError, match="name"):
+        report("a b", 1.0, "t")
+
+
+def _recorded():
+    claim_at_least("beats", "the method beats the baseline", 0.6, 0.5)
+    check_at_most("identity", "an identity", 0.0, 1e-9)
+    control_at_least("planted", "the test sees a planted effect", 0.95, 0.9)
+    report("gap_book", 0.01, "the gain at book scale", holds=False)
+    report("size", 0.19, "rejection rate under the null")
+
+
+def test_verdicts_cite_recorded_names_and_render_their_values():
+    _recorded()
+    v = verdict("Method beats baseline", "reproduced", paper="+0.1 on ImageNet", evidence=["beats"], why="it does")
+    verdict("Effect at scale", "not reproduced", paper="grows with n", evidence="gap_book", controls=["planted"],
+            why="no gain where a planted gain is seen")
+    verdict("A bigger model helps", "not tested here", paper="7B > 1B", why="needs a 7B model")
+    assert v.evidence == ("beats",) and v.controls == () and len(recorded_verdicts()) == 3
+    data, meta = verdicts_table()._repr_mimebundle_()
+    assert "+0.1 on ImageNet" in data["text/html"] and "<code>beats</code> 0.6" in data["text/html"]
+    assert "control <code>planted</code> 0.95" in data["text/html"]
+    assert "✓ beats 0.6" in data["text/plain"]
+    rows = meta["iclr26"]["verdicts"]
+    assert rows[1] == {"headline": "Effect at scale", "verdict": "not reproduced", "paper": "grows with n",
+                       "evidence": ["gap_book"], "controls": ["planted"],
+                       "why": "no gain where a planted gain is seen"}
     assert set(VERDICTS) == {"reproduced", "partly", "not reproduced", "reported only", "not tested here"}
+    assert uncited() == ["identity"]  # reports are glued, so quotable
+
+
+def test_verdict_rules_are_enforced():
+    _recorded()
+    ok = {"paper": "p", "why": "w"}
+    with pytest.raises(ValueError, match="did not record"):
+        verdict("h", "reproduced", evidence=["beats", "typo"], **ok)
+    with pytest.raises(ValueError, match="passing control"):
+        verdict("h", "not reproduced", evidence=["gap_book"], **ok)
+    with pytest.raises(ValueError, match="control_"):
+        verdict("h", "not reproduced", evidence=["gap_book"], controls=["identity"], **ok)
+    with pytest.raises(ValueError, match="passing claim"):
+        verdict("h", "reproduced", evidence=["identity", "size"], **ok)
+    with pytest.raises(ValueError, match="what holds and what does not"):
+        verdict("h", "partly", evidence=["beats"], **ok)
+    with pytest.raises(ValueError, match="reports it rests on"):
+        verdict("h", "reported only", **ok)
+    verdict("h", "partly", evidence=["beats", "gap_book"], **ok)
+    verdict("h2", "reported only", evidence=["size"], **ok)
     with pytest.raises(ValueError, match="verdict"):
-        verdict("h", "mostly", "e", "w")
+        verdict("h", "mostly", **ok)
     with pytest.raises(TypeError, match="evidence"):
-        verdict("h", "partly", None, "w")
+        verdict("h", "partly", evidence=3, **ok)
+    with pytest.raises(ValueError, match="twice"):
+        verdict("h", "partly", evidence=["beats", "beats"], **ok)
     with pytest.raises(ValueError, match="why"):
-        verdict("h", "partly", "e", "  ")
+        verdict("h", "reported only", evidence="size", paper="p", why="  ")
+    with pytest.raises(TypeError, match="paper"):
+        verdict("h", "reported only", evidence="size", paper=None, why="w")
+    with pytest.raises(TypeError):
+        verdict("h", "reported only", "size", "w")  # evidence, paper and why are keywords
     with pytest.raises(TypeError, match="rows"):
         verdicts_table(["row"])
+
+
+def test_verdict_word_by_rule():
+    _recorded()
+    assert verdict_word("beats", "planted") == "reproduced"
+    assert verdict_word("beats", "gap_book") == "partly"
+    assert verdict_word("gap_book", False) == "not reproduced"
+    assert verdict_word("size", none="not tested here") == "not tested here"  # a report without holds does not hold
+    assert verdict_word(np.bool_(True)) == "reproduced"
+    with pytest.raises(ValueError, match="did not record"):
+        verdict_word("typo")
+    with pytest.raises(ValueError, match="condition"):
+        verdict_word()
+    with pytest.raises(ValueError, match="none"):
+        verdict_word(True, none="reproduced")
+    with pytest.raises(TypeError, match="conditions"):
+        verdict_word(0.5)
+
+
+def test_verdict_problems_reads_a_run():
+    claims_ = [
+        {"name": "c", "kind": "claim", "passed": True, "holds": None},
+        {"name": "k", "kind": "control", "passed": True, "holds": None},
+        {"name": "s", "kind": "sanity", "passed": True, "holds": None},
+    ]
+    good = {"headline": "g", "verdict": "not reproduced", "evidence": ["c"], "controls": ["k"]}
+    assert verdict_problems({"claims": claims_, "verdicts": [good]}) == []
+    planted = [
+        {"headline": "unrecorded", "verdict": "reproduced", "evidence": ["c", "ghost"], "controls": []},
+        {"headline": "no control", "verdict": "not reproduced", "evidence": ["c"], "controls": []},
+        {"headline": "sanity only", "verdict": "reproduced", "evidence": ["s"], "controls": []},
+        {"headline": "wrong control", "verdict": "not reproduced", "evidence": ["c"], "controls": ["s"]},
+        {"headline": "old style", "verdict": "reproduced", "evidence": "c"},
+    ]
+    problems = verdict_problems({"claims": claims_, "verdicts": planted})
+    assert len(problems) == 6 and "ghost" in problems[0] and "passing control" in problems[1]
+    assert "passing claim" in problems[2] and "not controls" in problems[3] and "lists" in problems[5]
+    with pytest.raises(TypeError, match="result"):
+        verdict_problems([])
+
+
+def test_results_renders_verdicts_checks_and_uncited():
+    _recorded()
+    glue("size", 0.19)  # quoted in the prose: not listed as uncited
+    verdict("Method beats baseline", "reproduced", paper="+0.1", evidence=["beats"], why="it does")
+    data, meta = results("demo")._repr_mimebundle_()
+    html_ = data["text/html"]
+    assert html_.index("iclr26-verdicts") < html_.index("Paper claims") < html_.index("Controls")
+    assert html_.index("Controls") < html_.index("Reports") < html_.index("Sanity checks")
+    assert meta["iclr26"]["uncited"] == ["identity", "planted"]
+    assert "cited by no verdict" in data["text/plain"]
+    with pytest.raises(ValueError, match="chapter"):
+        results("no spaces")
 
 
 def test_read_notebook_round_trip(tmp_path):
@@ -156,10 +289,11 @@ def test_read_notebook_round_trip(tmp_path):
             "claim_at_least('size_low', 'fails on purpose', 0.2, 0.9)\n"
         ),
         nbformat.v4.new_code_cell(
-            "from iclr26.claims import check_at_most, verdict, verdicts_table\n"
+            "from iclr26.claims import check_at_most, report, results, verdict\n"
             "check_at_most('identity', 'an identity', 0.0, 1e-9)\n"
-            "verdict('the paper says so', 'partly', 'power_high', 'one of two')\n"
-            "verdicts_table()\n"
+            "report('gap', 0.01, 'a gap', holds=False)\n"
+            "verdict('the paper says so', 'partly', paper='p', evidence=['power_high', 'gap'], why='one of two')\n"
+            "results()\n"
         ),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -174,8 +308,11 @@ def test_read_notebook_round_trip(tmp_path):
     assert by_name["power_high"]["kind"] == "claim" and by_name["identity"]["kind"] == "sanity"
     assert by_name["size_low"]["bound"] == 0.9 and by_name["size_low"]["slack"] == pytest.approx(-0.7)
     assert rec["verdicts"] == [
-        {"headline": "the paper says so", "verdict": "partly", "evidence": "power_high", "why": "one of two"}
+        {"headline": "the paper says so", "verdict": "partly", "paper": "p", "evidence": ["power_high", "gap"],
+         "controls": [], "why": "one of two"}
     ]
+    assert by_name["gap"]["kind"] == "report" and by_name["gap"]["holds"] is False and rec["glued"]["gap"] == 0.01
+    assert rec["uncited"] == ["size_low", "identity"]
     assert rec["duplicates"] == []
     # the glue output is what myst-nb reads: prefixed mime type + scrapbook metadata
     outputs = [o for o in nb.cells[0].outputs if o.get("metadata", {}).get("scrapbook", {}).get("name") == "power"]

@@ -10,7 +10,7 @@ from iclr26.cli import chapter_title, check_against_manifest, list_chapters, mai
 
 PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'
 BODY = """
-from iclr26.claims import check_at_most, claim_at_least, glue, verdict, verdicts_table
+from iclr26.claims import check_at_most, claim_at_least, control_at_least, glue, results, verdict
 if seed == 99:
     raise RuntimeError("boom")
 if seed == 77:
@@ -21,10 +21,16 @@ glue("scale_seen", scale)
 if seed != 5:
     claim_at_least("seed_not_13", "the seed is not 13", float(seed != 13), 1.0)
     check_at_most("zero", "zero is at most zero", 0.0, 0.0)
+    control_at_least("planted", "a planted effect is seen", 1.0, 1.0)
 if seed == 21:
     claim_at_least("seed_not_13", "recorded twice", 1.0, 0.0)
-verdict("the seed matters", "not reproduced", "seed_not_13", "it does not")
-verdicts_table()
+if seed == 31:
+    from iclr26 import claims
+    claims._VERDICTS["planted"] = claims.Verdict("planted", "not reproduced", "p", ("zero",), (), "no control")
+elif seed != 5:
+    verdict("the seed matters", "not reproduced", paper="it does", evidence=["seed_not_13"], controls=["planted"],
+            why="it does not")
+results()
 """
 
 
@@ -47,20 +53,32 @@ def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     )
     assert rc == 0
     result = json.loads(out_json.read_text())
-    assert set(result) == {"notebook", "scale", "seed", "seconds", "ok", "claims", "verdicts", "glued"}
+    assert set(result) == {"notebook", "scale", "seed", "seconds", "ok", "claims", "verdicts", "glued", "uncited"}
     assert result["scale"] == "ci" and result["seed"] == 7 and result["ok"] is True
     assert result["glued"] == {"answer": 42, "scale_seen": "ci"}
     assert result["claims"] == [
         {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True, "kind": "claim",
-         "bound": 1.0, "slack": 0.0},
+         "bound": 1.0, "slack": 0.0, "holds": None},
         {"name": "zero", "statement": "zero is at most zero", "value": 0.0, "passed": True, "kind": "sanity",
-         "bound": 0.0, "slack": 0.0},
+         "bound": 0.0, "slack": 0.0, "holds": None},
+        {"name": "planted", "statement": "a planted effect is seen", "value": 1.0, "passed": True, "kind": "control",
+         "bound": 1.0, "slack": 0.0, "holds": None},
     ]
     assert result["verdicts"] == [
-        {"headline": "the seed matters", "verdict": "not reproduced", "evidence": "seed_not_13", "why": "it does not"}
+        {"headline": "the seed matters", "verdict": "not reproduced", "paper": "it does", "evidence": ["seed_not_13"],
+         "controls": ["planted"], "why": "it does not"}
     ]
+    assert result["uncited"] == ["zero"]
     assert (tmp_path / "x.ipynb").is_file()
-    assert "1/1 paper claims, 1/1 sanity checks passed, 1 verdicts" in capsys.readouterr().out
+    assert "1/1 paper claims, 1/1 controls, 1/1 sanity checks passed, 1 verdicts" in capsys.readouterr().out
+
+
+def test_run_fails_on_a_verdict_that_breaks_the_rules(tiny, tmp_path, capsys):
+    """A row slipped past verdict() (here written straight into the registry) is caught when the run is read."""
+    assert main(["run", str(tiny), "--seed", "31", "--json", str(tmp_path / "v.json")]) == 1
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["ok"] is False and "passing control" in result["verdict_problems"][0]
+    assert "VERDICT RULES BROKEN" in capsys.readouterr().out
 
 
 def test_run_exit_codes(tiny, tmp_path):

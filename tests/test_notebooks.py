@@ -53,6 +53,7 @@ def test_chapter_runs_and_its_claims_hold(notebook: Path):
         warnings.warn(f"{slug}: {w}", stacklevel=1)
     assert not errors, f"{slug} does not match its manifest: {errors} ({rerun})"
     assert result["verdicts"], f"{slug} records no verdict table"
+    assert not result.get("verdict_problems"), f"{slug}: verdict rows break the rules: {result['verdict_problems']}"
     executed = json.loads((OUT / "executed" / f"{slug}.ipynb").read_text())
     figures = sum("image/png" in o.get("data", {}) for c in executed["cells"] for o in c.get("outputs", []))
     assert figures >= 3, f"{slug}: only {figures} figures rendered (a non-inline matplotlib backend?)"

@@ -136,20 +136,23 @@ class TestChapterNotebook:
         )
 
     def test_results_open_with_a_verdict_table(self, nb_path):
-        """Results start with the verdict table: one verdict(...) per headline claim of the paper."""
+        """Results are one cell: a verdict(...) row per headline claim of the paper, citing results by name, then
+        results(slug), which renders the verdict table, the claims, controls, reports and sanity checks."""
         cells = _cells(nb_path)
         heads = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and re.match(r"## Results", _src(c))]
         assert heads, "a '## Results' section"
         first_code = next(c for c in cells[heads[0] :] if c["cell_type"] == "code")
         src = _src(first_code)
-        assert "verdict(" in src and src.rstrip().endswith("verdicts_table()"), (
-            "the first code cell of Results records verdict(...) rows and ends with verdicts_table()"
+        assert "verdict(" in src and src.rstrip().endswith(f'results("{nb_path.stem}")'), (
+            f'the first code cell of Results records verdict(...) rows and ends with results("{nb_path.stem}")'
         )
-        assert src.count("verdict(") >= 3, "a verdict row per headline claim of the paper (at least three)"
+        assert len(re.findall(r"(?<![\w.])verdict\(", src)) >= 3, "a verdict row per headline claim (at least three)"
+        assert "paper_vs_ours" not in _src_all(nb_path), "what the paper reports goes into verdict(paper=...)"
+        assert "calibration=" not in _src_all(nb_path), "calibration comes from the robustness data, not typed"
 
     def test_has_claims_results_and_exercises(self, nb_path):
         text = _src_all(nb_path)
-        assert "claims_table()" in text
+        assert "results(" in text
         three = all(f in text for f in ("select_scale(", "seed_everything(", "pick_device("))
         assert re.search(r"\bsetup\(", text) or three, (
             "the chapter selects its scale, seeds and picks the device: iclr26.setup(...), or the three calls"

@@ -1,10 +1,10 @@
 """iclr26 — the companion package of the executable book *ICLR 2026, Reproduced*.
 
-The core is flat: ``runtime`` (``setup``: style, device, seed, threads, the scale table), ``train`` (the ``fit`` loop),
-``claims`` (claims, sanity checks, verdicts and glue), ``checks`` (argument checks), ``optim``, ``sweep``, ``metrics``,
-``plot`` and ``cli`` (``python -m iclr26 list | run``). Above it: ``hooks``, the subpackages ``models`` and ``data``,
-``hf`` (real models through transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals``, ``topology``.
-The companion's README maps which module holds what.
+The core is flat: ``runtime`` (``setup``: style, device, seed, threads, the scale table), ``train`` (the ``fit``
+loop), ``claims`` (claims, controls, sanity checks, reports, verdicts and glue), ``checks`` (argument checks),
+``optim``, ``sweep``, ``metrics``, ``plot`` and ``cli`` (``python -m iclr26 list | run``). Above it: ``hooks``, the
+subpackages ``models`` and ``data``, ``hf`` (real models through transformers), and the methods ``sae``,
+``diffusion``, ``counterfactuals``, ``topology``. The companion's README maps which module holds what.
 """
 
 from iclr26.claims import (
@@ -23,8 +23,18 @@ from iclr26.claims import (
     claim_greater_than,
     claim_less_than,
     claims_table,
+    control,
+    control_at_least,
+    control_at_most,
+    control_between,
+    control_close_to,
+    control_greater_than,
+    control_less_than,
     glue,
+    report,
+    results,
     verdict,
+    verdict_word,
     verdicts_table,
 )
 from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale, setup
@@ -49,8 +59,18 @@ __all__ = [
     "check_close_to",
     "check_greater_than",
     "check_less_than",
+    "control",
+    "control_at_least",
+    "control_at_most",
+    "control_between",
+    "control_close_to",
+    "control_greater_than",
+    "control_less_than",
     "glue",
+    "report",
+    "results",
     "verdict",
+    "verdict_word",
     "verdicts_table",
     "pick_device",
     "scale_table",

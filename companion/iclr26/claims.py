@@ -1,29 +1,33 @@
-"""Claims, sanity checks, verdicts and glued numbers: the checked core of every chapter.
+"""Claims, controls, sanity checks, reports, verdicts and glued numbers: the checked core of every chapter.
 
-Two kinds of checks, both recorded and both failing the run when they fail:
+Four kinds of recorded results, each shown as a row where it is computed and stored in the cell's output, where the
+tests and ``python -m iclr26 run`` read them back (:func:`read_notebook`):
 
 * a **claim** (``claim_*``) is an empirical statement about the paper's result at this scale, the value this run
   measured, and whether it passed: it could fail if the paper were wrong here;
+* a **control** (``control_*``, same signatures) shows that this chapter's *measurement* detects the paper's effect
+  where the effect is present by construction: an oracle or exact solution, a planted model, a task where the shortcut
+  fails, the paper's own configuration at small size. A verdict of "not reproduced" must cite one that passed;
 * a **sanity check** (``check_*``, same signatures) is an identity, an invariant or a by-construction property
-  (an exact formula against a refit, a generator valid by construction, an LP being optimal): it fails only on a bug.
+  (an exact formula against a refit, a generator valid by construction, an LP being optimal): it fails only on a bug;
+* a **report** (:func:`report`) is a measured number that is shown and glued for the prose, but not asserted; it may
+  say whether the paper's direction ``holds`` in this run.
 
-Each call shows a ✓/✗ row in the notebook and records the check in the cell's output, so the tests and
-``python -m iclr26 run`` read it back from the executed notebook (:func:`read_notebook`). :func:`claims_table` shows
-them in two sections.
+Claims, controls and sanity checks fail the run when they fail; a report never does.
 
-A **verdict** (:func:`verdict`) is one row of a chapter's verdict table: a headline claim *of the paper* and whether
-this chapter reproduced it — one of :data:`VERDICTS` — with its evidence and one line of why. "not reproduced" is a
-result, not a failure: the run still passes. :func:`verdicts_table` shows the rows.
-
-:func:`glue` writes a value in myst-nb's glue format (without importing myst_nb, which Colab lacks), so the
-book's prose quotes numbers from the run with ``{glue:text}`name``` instead of typing them.
+A **verdict** (:func:`verdict`) is one row of a chapter's verdict table: a headline claim *of the paper*, what the
+paper reports, and whether this chapter reproduced it — one of :data:`VERDICTS` — with its ``evidence`` and
+``controls`` *by name*, so that every number is written once and the table shows its measured value from the run.
+The word follows rules (see :func:`verdict`); :func:`verdict_word` picks it from what holds. :func:`results` renders
+the Results section: the verdict table, then the claims, controls, reports and sanity checks.
 
     check_at_most("exact_equals_refit", "the exact formula matches a refit (max rel. error)", err, 1e-8)
+    control_at_least("planted_detected", "the test finds a planted set", power_planted, 0.9)
     claim_at_least("power", "the test detects planted influential sets", power, 0.9)
-    verdict("The test has power against planted sets", "reproduced", evidence="power", why="...")
-    glue("power", power)
-    verdicts_table()
-    claims_table()
+    report("size", size, "rejection rate under the null", holds=size <= 0.07)
+    verdict("The test has power", verdict_word("power"), paper="power → 1 as n grows", evidence=["power"],
+            controls=["planted_detected"], why="...")
+    results("influential_sets")
 """
 
 from __future__ import annotations
@@ -54,12 +58,23 @@ __all__ = [
     "check_less_than",
     "check_close_to",
     "check_between",
+    "control",
+    "control_at_least",
+    "control_at_most",
+    "control_greater_than",
+    "control_less_than",
+    "control_close_to",
+    "control_between",
+    "report",
     "KINDS",
     "VERDICTS",
     "Verdict",
     "verdict",
     "verdicts_table",
+    "verdict_word",
+    "verdict_problems",
     "recorded_verdicts",
+    "results",
     "glue",
     "claims_table",
     "recorded_claims",
@@ -67,7 +82,8 @@ __all__ = [
     "read_notebook",
 ]
 
-KINDS = ("claim", "sanity")
+KINDS = ("claim", "control", "sanity", "report")
+CHECK_KINDS = ("claim", "control", "sanity")  # the kinds that fail the run when they fail
 VERDICTS = ("reproduced", "partly", "not reproduced", "reported only", "not tested here")
 
 GLUE_PREFIX = "application/papermill.record/"  # myst-nb's prefix for glued values that are not displayed
@@ -75,14 +91,17 @@ META_KEY = "iclr26"
 
 _CLAIMS: dict[str, Claim] = {}
 _VERDICTS: dict[str, Verdict] = {}
+_GLUED: set[str] = set()
 
 
 @dataclass(frozen=True)
 class Claim:
     """One checked statement: ``name`` (an identifier), the ``statement``, the measured ``value``, ``passed``.
 
-    ``kind`` is ``"claim"`` (about the paper's result) or ``"sanity"`` (an identity or by-construction property);
-    ``detail`` says what was compared; ``calibration`` (optional) the worst value seen over calibration seeds.
+    ``kind`` is one of :data:`KINDS`: ``"claim"`` (about the paper's result), ``"control"`` (the measurement detects
+    the effect where it is present by construction), ``"sanity"`` (an identity or by-construction property) or
+    ``"report"`` (shown, not asserted: ``passed`` is always true and ``holds`` says, where given, whether the paper's
+    direction holds in this run); ``detail`` says what was compared.
     ``bound`` is the number the value was compared with (the threshold, baseline ± margin, the nearer end of an
     interval, or the allowed deviation of ``claim_close_to``) and ``slack`` how far the value is from failing, in the
     value's units (positive: passes with room; zero or negative: on or over the line); both are ``None`` for a
@@ -95,13 +114,20 @@ class Claim:
     passed: bool
     detail: str = ""
     kind: str = "claim"
-    calibration: str = ""
     bound: float | None = None
     slack: float | None = None
+    holds: bool | None = None
 
     @property
     def mark(self) -> str:
+        if self.kind == "report":
+            return {True: "●", False: "○", None: "·"}[self.holds]
         return "✓" if self.passed else "✗"
+
+    @property
+    def established(self) -> bool | None:
+        """Whether this result supports the paper's statement: a check's ``passed``, a report's ``holds``."""
+        return self.holds if self.kind == "report" else self.passed
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -192,16 +218,16 @@ def claim(
     detail: str = "",
     *,
     kind: str = "claim",
-    calibration: str = "",
     bound: float | None = None,
     slack: float | None = None,
 ) -> Claim:
     """Record and show one check. ``passed`` must be a real bool (numpy bools are accepted).
 
-    ``kind="claim"`` (default) for a statement about the paper's result, ``kind="sanity"`` for an identity or
-    by-construction property (the ``check_*`` functions set it). ``calibration`` states, where a threshold was
-    calibrated over seeds, the worst value seen there (e.g. ``"ci seeds 0–7: min 0.83"``); the table shows it
-    beside the threshold. Prefer the comparison helpers below; use this one for checks they do not cover.
+    ``kind="claim"`` (default) for a statement about the paper's result, ``kind="control"`` for a check that the
+    measurement detects the effect where it is present by construction (the ``control_*`` functions set it),
+    ``kind="sanity"`` for an identity or by-construction property (the ``check_*`` functions set it). How the
+    threshold fared over seeds comes from the seed-robustness data (``make robustness``), shown by :func:`results`;
+    it is never typed. Prefer the comparison helpers below; use this one for checks they do not cover.
     ``bound`` and ``slack`` (optional numbers) are the comparison's line and the distance from it (see :class:`Claim`);
     the comparison helpers fill them in.
     """
@@ -212,10 +238,10 @@ def claim(
         raise TypeError(f"detail must be a string, got {type(detail).__name__}")
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a string, got {type(kind).__name__}")
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    if not isinstance(calibration, str):
-        raise TypeError(f"calibration must be a string, got {type(calibration).__name__}")
+    if kind not in CHECK_KINDS:
+        raise ValueError(
+            f"kind must be one of {CHECK_KINDS} (record a shown, unasserted number with report()), got {kind!r}"
+        )
     if type(passed).__module__ == "numpy" and type(passed).__name__ in ("bool", "bool_"):  # numpy.bool_
         passed = bool(passed)
     if not isinstance(passed, bool):
@@ -229,11 +255,14 @@ def claim(
         passed=passed,
         detail=detail,
         kind=kind,
-        calibration=calibration,
         bound=bound,
         slack=slack,
     )
-    _CLAIMS[name] = c
+    return _record(c)
+
+
+def _record(c: Claim) -> Claim:
+    _CLAIMS[c.name] = c
     _publish(
         {"text/html": _claim_html(c), "text/plain": _claim_text(c)},
         {META_KEY: {"claim": _json_safe(asdict(c))}},
@@ -241,24 +270,16 @@ def claim(
     return c
 
 
-def claim_at_least(
-    name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim", calibration: str = ""
-) -> Claim:
+def claim_at_least(name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``value >= threshold``."""
     v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
-    return claim(
-        name, statement, v, bool(v >= t), f"≥ {_fmt(t)}", kind=kind, calibration=calibration, bound=t, slack=v - t
-    )
+    return claim(name, statement, v, bool(v >= t), f"≥ {_fmt(t)}", kind=kind, bound=t, slack=v - t)
 
 
-def claim_at_most(
-    name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim", calibration: str = ""
-) -> Claim:
+def claim_at_most(name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``value <= threshold``."""
     v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
-    return claim(
-        name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, calibration=calibration, bound=t, slack=t - v
-    )
+    return claim(name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, bound=t, slack=t - v)
 
 
 def _against_baseline(value: Any, baseline: Any, margin: Any) -> tuple[float, float, float]:
@@ -276,14 +297,11 @@ def claim_greater_than(
     margin: Any = 0.0,
     *,
     kind: str = "claim",
-    calibration: str = "",
 ) -> Claim:
     """Passes iff ``value > baseline + margin`` (the baseline is measured in the same run)."""
     v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" + margin {_fmt(m)}" if m else "")
-    return claim(
-        name, statement, v, bool(v > b + m), detail, kind=kind, calibration=calibration, bound=b + m, slack=v - (b + m)
-    )
+    return claim(name, statement, v, bool(v > b + m), detail, kind=kind, bound=b + m, slack=v - (b + m))
 
 
 def claim_less_than(
@@ -294,19 +312,14 @@ def claim_less_than(
     margin: Any = 0.0,
     *,
     kind: str = "claim",
-    calibration: str = "",
 ) -> Claim:
     """Passes iff ``value < baseline - margin``."""
     v, b, m = _against_baseline(value, baseline, margin)
     detail = f"baseline {_fmt(b)}" + (f" − margin {_fmt(m)}" if m else "")
-    return claim(
-        name, statement, v, bool(v < b - m), detail, kind=kind, calibration=calibration, bound=b - m, slack=(b - m) - v
-    )
+    return claim(name, statement, v, bool(v < b - m), detail, kind=kind, bound=b - m, slack=(b - m) - v)
 
 
-def claim_close_to(
-    name: str, statement: str, value: Any, target: Any, rtol: Any, *, kind: str = "claim", calibration: str = ""
-) -> Claim:
+def claim_close_to(name: str, statement: str, value: Any, target: Any, rtol: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``|value − target| ≤ rtol·|target|``."""
     v, t, r = _check_number(value, "value"), _check_number(target, "target"), _check_number(rtol, "rtol")
     if r < 0:
@@ -320,15 +333,12 @@ def claim_close_to(
         bool(abs(v - t) <= allowed),
         detail,
         kind=kind,
-        calibration=calibration,
         bound=allowed,
         slack=allowed - abs(v - t),
     )
 
 
-def claim_between(
-    name: str, statement: str, value: Any, low: Any, high: Any, *, kind: str = "claim", calibration: str = ""
-) -> Claim:
+def claim_between(name: str, statement: str, value: Any, low: Any, high: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``low ≤ value ≤ high``."""
     v, lo, hi = _check_number(value, "value"), _check_number(low, "low"), _check_number(high, "high")
     if lo > hi:
@@ -342,63 +352,156 @@ def claim_between(
         bool(lo <= v <= hi),
         detail,
         kind=kind,
-        calibration=calibration,
         bound=near,
         slack=min(v - lo, hi - v),
     )
 
 
-# ---------------------------------------------------------------------------------------------- sanity checks
-def _sanity(fn):
-    """The ``check_*`` twin of a ``claim_*`` function: the same check, recorded with ``kind="sanity"``."""
+# ---------------------------------------------------------------------------------------------- sanity checks, controls
+_TWINS = {
+    "sanity": ("check", "an identity, invariant or by-construction property (a sanity check)"),
+    "control": (
+        "control",
+        "a control: the measurement detects the paper's effect where it is present by construction (an oracle, an "
+        "exact solution, a planted case, a task where the shortcut fails)",
+    ),
+}
 
-    def check_fn(*args: Any, **kwargs: Any) -> Claim:
+
+def _twin(fn, kind: str):
+    """The ``check_*``/``control_*`` twin of a ``claim_*`` function: the same check, recorded with another kind."""
+    prefix, what = _TWINS[kind]
+
+    def twin(*args: Any, **kwargs: Any) -> Claim:
         if "kind" in kwargs:
-            raise TypeError(f"{check_fn.__name__}() records a sanity check; it takes no kind argument")
-        return fn(*args, kind="sanity", **kwargs)
+            raise TypeError(f"{twin.__name__}() records a {kind} check; it takes no kind argument")
+        return fn(*args, kind=kind, **kwargs)
 
-    check_fn.__name__ = check_fn.__qualname__ = fn.__name__.replace("claim", "check", 1)
-    check_fn.__doc__ = (
-        f"Like :func:`{fn.__name__}`, for an identity, invariant or by-construction property (a sanity check): "
-        f"{(fn.__doc__ or '').strip()}"
+    twin.__name__ = twin.__qualname__ = fn.__name__.replace("claim", prefix, 1)
+    twin.__doc__ = f"Like :func:`{fn.__name__}`, for {what}: {(fn.__doc__ or '').strip()}"
+    twin.__wrapped__ = fn
+    return twin
+
+
+check = _twin(claim, "sanity")
+check_at_least = _twin(claim_at_least, "sanity")
+check_at_most = _twin(claim_at_most, "sanity")
+check_greater_than = _twin(claim_greater_than, "sanity")
+check_less_than = _twin(claim_less_than, "sanity")
+check_close_to = _twin(claim_close_to, "sanity")
+check_between = _twin(claim_between, "sanity")
+
+control = _twin(claim, "control")
+control_at_least = _twin(claim_at_least, "control")
+control_at_most = _twin(claim_at_most, "control")
+control_greater_than = _twin(claim_greater_than, "control")
+control_less_than = _twin(claim_less_than, "control")
+control_close_to = _twin(claim_close_to, "control")
+control_between = _twin(claim_between, "control")
+
+
+# ---------------------------------------------------------------------------------------------- reports
+def report(name: str, value: Any, text: str, *, holds: Any = None, glued: bool = True) -> Any:
+    """Record a measured number that is shown but not asserted, and glue it under ``name`` for the prose.
+
+    ``text`` says what was measured. ``holds`` (optional bool) says whether the paper's statement holds in this run
+    by this number (a verdict can then cite it for what holds and what does not); a report never fails the run.
+    ``glued=False`` records it without gluing (when the prose glues the same name another way). Returns ``value``,
+    so ``gap = report("gap", a - b, "...")`` reads naturally.
+    """
+    _check_name(name)
+    if not isinstance(text, str) or not text.strip():
+        raise TypeError(f"text must be a non-empty string, got {text!r}")
+    if holds is not None:
+        if type(holds).__module__ == "numpy" and type(holds).__name__ in ("bool", "bool_"):
+            holds = bool(holds)
+        if not isinstance(holds, bool):
+            raise TypeError(f"holds must be a bool or None, got {type(holds).__name__}")
+    if not isinstance(glued, bool):
+        raise TypeError(f"glued must be a bool, got {type(glued).__name__}")
+    plain = json_value(value, "value")
+    detail = "" if holds is None else ("holds here" if holds else "does not hold here")
+    _record(
+        Claim(name=name, statement=text.strip(), value=plain, passed=True, detail=detail, kind="report", holds=holds)
     )
-    check_fn.__wrapped__ = fn
-    return check_fn
-
-
-check = _sanity(claim)
-check_at_least = _sanity(claim_at_least)
-check_at_most = _sanity(claim_at_most)
-check_greater_than = _sanity(claim_greater_than)
-check_less_than = _sanity(claim_less_than)
-check_close_to = _sanity(claim_close_to)
-check_between = _sanity(claim_between)
+    if glued:
+        glue(name, value)
+    return value
 
 
 def recorded_claims() -> list[Claim]:
-    """The claims and sanity checks recorded in this Python session, in order."""
+    """The claims, controls, sanity checks and reports recorded in this Python session, in order."""
     return list(_CLAIMS.values())
 
 
 def reset() -> None:
-    """Forget the claims, sanity checks and verdicts recorded in this session (tests use it)."""
+    """Forget the checks, reports, verdicts and glued names recorded in this session (tests use it)."""
     _CLAIMS.clear()
     _VERDICTS.clear()
+    _GLUED.clear()
 
 
-_SECTIONS = {"claim": "Paper claims", "sanity": "Sanity checks"}
+# ---------------------------------------------------------------------------------------------- seed robustness
+ROBUSTNESS_FILE = "book/robustness.json"  # written by `make robustness`, found from the notebook's folder upwards
+
+
+def load_robustness(path: str | Path | None = None) -> dict[str, Any]:
+    """The seed-robustness summary that ``make robustness`` writes (``{"seeds": [...], "checks": {chapter: {name:
+    {"passed", "runs", "worst_seed", "value", "bound", "slack"}}}}``), or ``{}`` where there is none (on Colab, say).
+
+    ``path`` defaults to the environment variable ``ICLR26_ROBUSTNESS``, else ``book/robustness.json`` in the current
+    folder or one above it (a chapter runs in ``nbs/``).
+    """
+    import os
+
+    if path is None:
+        path = os.environ.get("ICLR26_ROBUSTNESS")
+    if path is None:
+        here = Path.cwd()
+        found = [d / ROBUSTNESS_FILE for d in (here, *here.parents[:2]) if (d / ROBUSTNESS_FILE).is_file()]
+        if not found:
+            return {}
+        path = found[0]
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str, Path or None, got {type(path).__name__}")
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"path {str(path)!r} is not a robustness summary (invalid JSON: {err})") from err
+    return data if isinstance(data, dict) else {}
+
+
+def _over_seeds(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return ""
+    text = f"{entry.get('passed', '?')}/{entry.get('runs', '?')}"
+    if entry.get("value") is not None:
+        text += f", worst {_fmt(entry['value'])} (seed {entry.get('worst_seed', '?')})"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- tables
+_SECTIONS = {"claim": "Paper claims", "control": "Controls", "report": "Reports", "sanity": "Sanity checks"}
+_SECTION_ORDER = ("claim", "control", "report", "sanity")
 _SECTION_NOTES = {
     "claim": "empirical statements about the paper's results at this scale: they could fail if the paper were wrong",
+    "control": "checks that the measurement detects the paper's effect where it is present by construction",
+    "report": "measured and shown, not asserted (● the paper's direction holds here, ○ it does not)",
     "sanity": "identities and by-construction properties: they fail only on a bug, and are not evidence for the paper",
 }
 
 
 class ChecksTable:
-    """Claims and sanity checks in two sections; renders as HTML in a notebook. ``frame`` holds the rows."""
+    """Claims, controls, reports and sanity checks in sections; renders as HTML in a notebook. ``frame`` holds the
+    rows; the column ``over seeds`` comes from the seed-robustness data where ``chapter`` is given and it exists."""
 
-    def __init__(self, claims: list[Claim]):
+    def __init__(self, claims: list[Claim], chapter: str | None = None, robustness: dict[str, Any] | None = None):
         import pandas as pd
 
+        seeds = ((robustness or {}).get("checks") or {}).get(chapter or "", {})
         rows = [
             {
                 "kind": c.kind,
@@ -407,25 +510,34 @@ class ChecksTable:
                 "statement": c.statement,
                 "measured": _fmt(c.value),
                 "check": c.detail,
-                "calibration": c.calibration,
+                "over seeds": "" if c.kind == "report" else _over_seeds(seeds.get(c.name)),
             }
             for c in claims
         ]
-        self.frame = pd.DataFrame(rows, columns=["kind", "", "name", "statement", "measured", "check", "calibration"])
+        columns = ["kind", "", "name", "statement", "measured", "check", "over seeds"]
+        self.frame = pd.DataFrame(rows, columns=columns)
+        self.seeds = (robustness or {}).get("seeds")
 
     def _sections(self):
-        for kind in KINDS:
+        for kind in _SECTION_ORDER:
             part = self.frame[self.frame.kind == kind].drop(columns="kind")
-            if not part.calibration.astype(bool).any():
-                part = part.drop(columns="calibration")
-            yield kind, part
+            if kind in ("claim", "sanity") or len(part):
+                if not part["over seeds"].astype(bool).any():
+                    part = part.drop(columns="over seeds")
+                if not part["check"].astype(bool).any():
+                    part = part.drop(columns="check")
+                yield kind, part
+
+    def _count(self, kind: str, part) -> str:
+        if kind == "report":
+            return f"{len(part)}"
+        return f"{int((part[''] == '✓').sum())}/{len(part)} passed"
 
     def _repr_html_(self) -> str:
         out = []
         for kind, part in self._sections():
-            passed = int((part[""] == "✓").sum())
             out.append(
-                f"<p><b>{_SECTIONS[kind]}</b> ({passed}/{len(part)} passed) — "
+                f"<p><b>{_SECTIONS[kind]}</b> ({self._count(kind, part)}) — "
                 f"<span style='color:#57606a'>{_SECTION_NOTES[kind]}</span></p>"
             )
             if len(part):
@@ -433,34 +545,46 @@ class ChecksTable:
                 out.append(styler.to_html())
             else:
                 out.append("<p><i>none</i></p>")
+        if self.seeds and self.frame["over seeds"].astype(bool).any():
+            out.append(
+                "<p style='color:#57606a'><i>over seeds</i>: passes and the value nearest the line at the "
+                f"<code>ci</code> scale over seeds {', '.join(map(str, self.seeds))}, from the seed-robustness page "
+                "(<code>make robustness</code>).</p>"
+            )
         return "\n".join(out)
 
     def __repr__(self) -> str:
         out = []
         for kind, part in self._sections():
-            passed = int((part[""] == "✓").sum())
-            out.append(f"{_SECTIONS[kind]} ({passed}/{len(part)} passed)")
+            out.append(f"{_SECTIONS[kind]} ({self._count(kind, part)})")
             out.append(part.to_string(index=False) if len(part) else "  none")
         return "\n".join(out)
 
 
-def claims_table(claims: list[Claim] | None = None) -> ChecksTable:
-    """The claims (default: all recorded in this session) as two tables, paper claims and sanity checks."""
+def claims_table(claims: list[Claim] | None = None, chapter: str | None = None) -> ChecksTable:
+    """The checks and reports (default: all recorded in this session) as tables by kind: paper claims, controls,
+    reports, sanity checks. With ``chapter`` (its slug), each check shows how it fared over the seeds of the
+    seed-robustness data (:func:`load_robustness`)."""
     claims = recorded_claims() if claims is None else claims
     if not isinstance(claims, list) or not all(isinstance(c, Claim) for c in claims):
         raise TypeError("claims must be a list of Claim objects or None")
-    return ChecksTable(claims)
+    if chapter is not None:
+        _check_name(chapter, "chapter")
+    return ChecksTable(claims, chapter, load_robustness() if chapter else None)
 
 
 # ---------------------------------------------------------------------------------------------- verdicts
 @dataclass(frozen=True)
 class Verdict:
     """One row of a chapter's verdict table: a ``headline`` claim of the paper, the ``verdict`` (one of
-    :data:`VERDICTS`), the ``evidence`` (claim names, glued numbers) and ``why`` in one line."""
+    :data:`VERDICTS`), what the ``paper`` reports, the ``evidence`` and ``controls`` (names of results recorded in the
+    run) and ``why`` in one line."""
 
     headline: str
     verdict: str
-    evidence: str
+    paper: str
+    evidence: tuple[str, ...]
+    controls: tuple[str, ...]
     why: str
 
 
@@ -472,29 +596,160 @@ def _check_text(value: Any, what: str) -> str:
     return value.strip()
 
 
-def verdict(headline: str, verdict: str, evidence: str, why: str) -> Verdict:
-    """Record one row of the chapter's verdict table (shown by :func:`verdicts_table`).
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{what} must be a name or a list of names of recorded results, got {type(value).__name__}")
+    names = tuple(_check_name(v, what) for v in value)
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} names a result twice: {list(names)}")
+    return names
 
-    ``headline`` is one headline claim of the paper (from the paper, not from what happened to work here);
-    ``verdict`` one of ``"reproduced"``, ``"partly"``, ``"not reproduced"``, ``"reported only"``, ``"not tested here"``;
-    ``evidence`` names the claims or quotes the numbers of this run it rests on; ``why`` says in one line why.
-    :func:`verdicts_table` shows the rows and stores them in its output, where ``read_notebook(...)["verdicts"]``
-    and ``python -m iclr26 run --json`` find them; recording the same headline twice keeps the last row.
+
+def _rule_problems(word: str, evidence: list[dict], controls: list[dict]) -> list[str]:
+    """What the verdict rules find wrong with a row, given the recorded entries it cites (dicts or Claims)."""
+
+    def get(c, key):
+        return c.get(key) if isinstance(c, dict) else getattr(c, key)
+
+    def established(c):
+        return get(c, "holds") if get(c, "kind") == "report" else get(c, "passed")
+
+    problems = []
+    if word == "not reproduced" and not any(get(c, "kind") == "control" and get(c, "passed") for c in controls):
+        problems.append(
+            "'not reproduced' needs a passing control (a check, recorded with control_*, that the measurement detects "
+            "the paper's effect where it is present by construction); without one the word is 'not tested here', and "
+            "why says what a fair test would need"
+        )
+    if word == "reproduced" and not any(get(c, "kind") == "claim" and get(c, "passed") for c in evidence):
+        problems.append(
+            "'reproduced' needs at least one passing claim (claim_*) in its evidence, not only sanity checks or reports"
+        )
+    if word == "partly":
+        holds = [get(c, "name") for c in evidence if established(c)]
+        short = [get(c, "name") for c in evidence if not established(c)]
+        if not holds or not short:
+            problems.append(
+                "'partly' names what holds and what does not, each with evidence: cite at least one result that holds "
+                "(a passing claim, or a report with holds=True) and one that does not or is not established (a report "
+                f"with holds=False or None); holds: {holds}, does not: {short}"
+            )
+    if word == "reported only" and not evidence:
+        problems.append("'reported only' needs the reports it rests on in its evidence")
+    return problems
+
+
+def verdict(
+    headline: str,
+    verdict: str,
+    *,
+    paper: str,
+    evidence: Any = (),
+    controls: Any = (),
+    why: str,
+) -> Verdict:
+    """Record one row of the chapter's verdict table (shown by :func:`results`).
+
+    ``headline`` is one headline claim of the paper (from the paper, not from what happened to work here); ``paper``
+    what the paper reports for it (its number, figure or setting); ``verdict`` one of :data:`VERDICTS`;
+    ``evidence`` the names of the claims, reports and sanity checks of this run it rests on, and ``controls`` the names
+    of the controls that show the measurement could have seen the effect — all recorded before this call; the table
+    shows their measured values, so a number is written once. ``why`` says in one line why.
+
+    The rules (a ``ValueError`` otherwise): every name was recorded in this run and every control is a control;
+    **not reproduced** cites at least one control that passed (without one the word is **not tested here**, and
+    ``why`` says what a fair test would need); **reproduced** cites at least one passing claim; **partly** cites what
+    holds and what does not (a passing claim or a report that holds, and a report that does not or is not
+    established); **reported only** cites its reports. :func:`verdict_word` picks the word from what holds.
+    Recording the same headline twice keeps the last row.
     """
     headline = _check_text(headline, "headline")
     word = _check_text(verdict, "verdict")
     if word not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-    row = Verdict(
-        headline=headline, verdict=word, evidence=_check_text(evidence, "evidence"), why=_check_text(why, "why")
-    )
+    paper = _check_text(paper, "paper")
+    why = _check_text(why, "why")
+    ev, ctl = _names(evidence, "evidence"), _names(controls, "controls")
+    missing = [n for n in (*ev, *ctl) if n not in _CLAIMS]
+    if missing:
+        raise ValueError(f"verdict {headline!r}: evidence/controls name results this run did not record: {missing}")
+    not_controls = [n for n in ctl if _CLAIMS[n].kind != "control"]
+    if not_controls:
+        raise ValueError(f"verdict {headline!r}: controls must be recorded with control_*: {not_controls}")
+    problems = _rule_problems(word, [_CLAIMS[n] for n in ev], [_CLAIMS[n] for n in ctl])
+    if problems:
+        raise ValueError(f"verdict {headline!r} ({word}): " + "; ".join(problems))
+    row = Verdict(headline=headline, verdict=word, paper=paper, evidence=ev, controls=ctl, why=why)
     _VERDICTS[headline] = row
     return row
+
+
+def verdict_word(*conditions: Any, none: str = "not reproduced") -> str:
+    """The verdict word by rule: ``"reproduced"`` if every condition holds, ``"partly"`` if some do, else ``none``.
+
+    A condition is a bool or the name of a recorded result: a check holds when it passed, a report when its
+    ``holds`` is true (a report without ``holds`` does not count as holding). ``none`` is ``"not reproduced"``
+    (which :func:`verdict` accepts only with a passing control), ``"not tested here"`` or ``"reported only"``.
+    """
+    if not conditions:
+        raise ValueError("verdict_word needs at least one condition")
+    if none not in ("not reproduced", "not tested here", "reported only"):
+        raise ValueError(f"none must be 'not reproduced', 'not tested here' or 'reported only', got {none!r}")
+    flags = []
+    for c in conditions:
+        if type(c).__module__ == "numpy" and type(c).__name__ in ("bool", "bool_"):
+            c = bool(c)
+        if isinstance(c, bool):
+            flags.append(c)
+        elif isinstance(c, str):
+            if c not in _CLAIMS:
+                raise ValueError(f"conditions name a result this run did not record: {c!r}")
+            flags.append(bool(_CLAIMS[c].established))
+        else:
+            raise TypeError(f"conditions must be bools or names of recorded results, got {type(c).__name__}")
+    return "reproduced" if all(flags) else "partly" if any(flags) else none
 
 
 def recorded_verdicts() -> list[Verdict]:
     """The verdict rows recorded in this Python session, in order."""
     return list(_VERDICTS.values())
+
+
+def verdict_problems(result: dict[str, Any]) -> list[str]:
+    """What breaks the verdict rules in a run's result (``python -m iclr26 run --json``, or :func:`read_notebook`):
+    rows citing names the run did not record, controls that are not controls, and the rules of :func:`verdict`."""
+    if not isinstance(result, dict):
+        raise TypeError(f"result must be a dict, got {type(result).__name__}")
+    recorded = {c["name"]: c for c in result.get("claims", [])}
+    problems = []
+    for row in result.get("verdicts", []):
+        head = row.get("headline", "?")
+        ev, ctl = row.get("evidence"), row.get("controls", [])
+        if not isinstance(ev, list) or not isinstance(ctl, list):
+            problems.append(f"{head!r}: evidence and controls must be lists of recorded names")
+            continue
+        missing = [n for n in (*ev, *ctl) if n not in recorded]
+        if missing:
+            problems.append(f"{head!r}: cites names the run did not record: {missing}")
+            continue
+        wrong = [n for n in ctl if recorded[n].get("kind") != "control"]
+        if wrong:
+            problems.append(f"{head!r}: controls that are not controls: {wrong}")
+        problems += [
+            f"{head!r}: {p}"
+            for p in _rule_problems(row.get("verdict"), [recorded[n] for n in ev], [recorded[n] for n in ctl])
+        ]
+    return problems
+
+
+def uncited(claims: list[Claim] | None = None, rows: list[Verdict] | None = None) -> list[str]:
+    """Names recorded in this session that no verdict cites and the prose cannot quote (never glued)."""
+    claims = recorded_claims() if claims is None else claims
+    rows = recorded_verdicts() if rows is None else rows
+    cited = {n for r in rows for n in (*r.evidence, *r.controls)}
+    return [c.name for c in claims if c.name not in cited and c.name not in _GLUED]
 
 
 _VERDICT_COLOURS = {
@@ -506,34 +761,69 @@ _VERDICT_COLOURS = {
 }
 
 
+def _evidence_html(names: tuple[str, ...], label: str = "") -> str:
+    parts = []
+    for n in names:
+        c = _CLAIMS.get(n)
+        if c is None:
+            parts.append(f"<code>{html.escape(n)}</code> (not recorded)")
+            continue
+        colour = {"✓": "#1a7f37", "✗": "#cf222e", "●": "#1a7f37", "○": "#cf222e"}.get(c.mark, "#57606a")
+        check = f" <span style='color:#57606a'>({html.escape(c.detail)})</span>" if c.detail else ""
+        parts.append(
+            f"<span title='{html.escape(c.statement, quote=True)}'><b style='color:{colour}'>{c.mark}</b> {label}"
+            f"<code>{html.escape(n)}</code> {html.escape(_fmt(c.value))}{check}</span>"
+        )
+    return "<br>".join(parts)
+
+
+def _evidence_text(names: tuple[str, ...], label: str = "") -> str:
+    return "; ".join(
+        f"{_CLAIMS[n].mark} {label}{n} {_fmt(_CLAIMS[n].value)}" if n in _CLAIMS else f"{n} (not recorded)"
+        for n in names
+    )
+
+
 class VerdictsTable:
     """The verdict rows as a table; renders as HTML in a notebook. ``frame`` holds the rows."""
 
     def __init__(self, rows: list[Verdict]):
         import pandas as pd
 
-        self.frame = pd.DataFrame([asdict(r) for r in rows], columns=["headline", "verdict", "evidence", "why"])
+        self.rows = rows
+        self.frame = pd.DataFrame(
+            [asdict(r) for r in rows], columns=["headline", "verdict", "paper", "evidence", "controls", "why"]
+        )
+
+    def metadata(self) -> list[dict[str, Any]]:
+        return [
+            _json_safe({**asdict(r), "evidence": list(r.evidence), "controls": list(r.controls)}) for r in self.rows
+        ]
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
         # the rows travel in the output's metadata, where read_notebook finds them
-        rows = [_json_safe(dict(r._asdict())) for r in self.frame.itertuples(index=False)]
-        return {"text/html": self._repr_html_(), "text/plain": repr(self)}, {META_KEY: {"verdicts": rows}}
+        return {"text/html": self._repr_html_(), "text/plain": repr(self)}, {META_KEY: {"verdicts": self.metadata()}}
 
     def _repr_html_(self) -> str:
-        head = "".join(
-            f"<th style='text-align:left'>{h}</th>" for h in ("the paper claims", "verdict", "evidence", "why")
-        )
+        heads = ("the paper claims", "the paper", "verdict", "evidence from this run", "why")
+        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in heads)
         body = []
-        for r in self.frame.itertuples(index=False):
+        for r in self.rows:
             colour = _VERDICT_COLOURS[r.verdict]
+            ev = "<br>".join(x for x in (_evidence_html(r.evidence), _evidence_html(r.controls, "control ")) if x)
             body.append(
-                f"<tr><td>{html.escape(r.headline)}</td><td><b style='color:{colour}'>{html.escape(r.verdict)}</b></td>"
-                f"<td>{html.escape(r.evidence)}</td><td>{html.escape(r.why)}</td></tr>"
+                f"<tr><td>{html.escape(r.headline)}</td><td>{html.escape(r.paper)}</td>"
+                f"<td><b style='color:{colour}'>{html.escape(r.verdict)}</b></td>"
+                f"<td>{ev or '—'}</td><td>{html.escape(r.why)}</td></tr>"
             )
         return f"<table class='iclr26-verdicts'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
     def __repr__(self) -> str:
-        return "\n".join(f"[{r.verdict}] {r.headline} — {r.evidence} — {r.why}" for r in self.frame.itertuples())
+        lines = []
+        for r in self.rows:
+            ev = "; ".join(x for x in (_evidence_text(r.evidence), _evidence_text(r.controls, "control ")) if x)
+            lines.append(f"[{r.verdict}] {r.headline} — paper: {r.paper} — {ev or 'no evidence'} — {r.why}")
+        return "\n".join(lines)
 
 
 def verdicts_table(rows: list[Verdict] | None = None) -> VerdictsTable:
@@ -542,6 +832,50 @@ def verdicts_table(rows: list[Verdict] | None = None) -> VerdictsTable:
     if not isinstance(rows, list) or not all(isinstance(r, Verdict) for r in rows):
         raise TypeError("rows must be a list of Verdict objects or None")
     return VerdictsTable(rows)
+
+
+class Results:
+    """A chapter's Results: the verdict table, then the checks and reports by kind, then what no verdict cites.
+
+    Renders as HTML in a notebook; its output carries the verdict rows, where :func:`read_notebook` finds them."""
+
+    def __init__(self, chapter: str | None = None):
+        self.verdicts = verdicts_table()
+        self.checks = claims_table(chapter=chapter)
+        self.uncited = uncited()
+
+    def _uncited_note(self) -> str:
+        if not self.uncited:
+            return ""
+        return "Recorded, but cited by no verdict and quoted nowhere in the text: " + ", ".join(self.uncited) + "."
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
+        note = self._uncited_note()
+        page = [
+            "<p><b>Verdicts</b> — <span style='color:#57606a'>each headline claim of the paper, what the paper "
+            "reports, our verdict, and the results of this run it rests on (hover a name for its statement)</span></p>",
+            self.verdicts._repr_html_(),
+            self.checks._repr_html_(),
+        ]
+        if note:
+            page.append(f"<p style='color:#57606a'>{html.escape(note)}</p>")
+        text = "\n".join(x for x in (repr(self.verdicts), repr(self.checks), note) if x)
+        meta = {META_KEY: {"verdicts": self.verdicts.metadata(), "uncited": self.uncited}}
+        return {"text/html": "\n".join(page), "text/plain": text}, meta
+
+    def __repr__(self) -> str:
+        return self._repr_mimebundle_()[0]["text/plain"]
+
+
+def results(chapter: str | None = None) -> Results:
+    """The chapter's Results section in one call: the verdict table (headline | the paper | verdict | evidence | why),
+    then the paper claims, controls, reports and sanity checks, then the names no verdict cites and no glue quotes.
+
+    ``chapter`` (the chapter's slug) looks up how each check fared over seeds in the seed-robustness data
+    (:func:`load_robustness`). Call it last in the Results cell, after the :func:`verdict` rows."""
+    if chapter is not None:
+        _check_name(chapter, "chapter")
+    return Results(chapter)
 
 
 # ---------------------------------------------------------------------------------------------- glue
@@ -558,6 +892,7 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     text = _fmt(plain) if isinstance(plain, (int, float)) and not isinstance(plain, bool) else str(plain)
     if isinstance(plain, float):
         text = repr(plain)  # full precision: the book formats it with {glue:text}`name:.3f`
+    _GLUED.add(name)
     prefix = "" if display else GLUE_PREFIX
     metadata = {"scrapbook": {"name": name, "mime_prefix": prefix}, META_KEY: {"glue": _json_safe(plain)}}
     if _in_ipython():
@@ -569,10 +904,13 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
 
 # ---------------------------------------------------------------------------------------------- reading back
 def read_notebook(path: str | Path) -> dict[str, Any]:
-    """Claims, sanity checks, verdicts and glued values recorded in an executed notebook.
+    """Checks, reports, verdicts and glued values recorded in an executed notebook.
 
-    Returns ``{"claims": [{name, statement, value, passed, detail, kind, calibration, bound, slack}, ...],
-    "verdicts": [{headline, verdict, evidence, why}, ...], "glued": {name: value}, "duplicates": [name, ...]}``.
+    Returns ``{"claims": [{name, statement, value, passed, detail, kind, bound, slack, holds}, ...],
+    "verdicts": [{headline, verdict, paper, evidence, controls, why}, ...], "glued": {name: value},
+    "uncited": [name, ...], "duplicates": [name, ...]}``: ``claims`` holds every kind (claims, controls, sanity
+    checks and reports, told apart by ``kind``); ``uncited`` the names that :func:`results` found cited by no verdict
+    and never glued.
     ``duplicates`` lists the claim names that two different cells recorded (the last one is kept in ``claims``):
     a chapter must not record one name twice, since the later row would hide the earlier one.
     """
@@ -589,16 +927,19 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
     verdicts: dict[str, dict[str, Any]] = {}
     glued: dict[str, Any] = {}
     duplicates: list[str] = []
+    uncited_names: list[str] = []
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []) or []:
             meta = (out.get("metadata") or {}).get(META_KEY) or {}
             if "claim" in meta:
-                c = {"detail": "", "kind": "claim", "calibration": "", "bound": None, "slack": None, **meta["claim"]}
+                c = {"detail": "", "kind": "claim", "bound": None, "slack": None, "holds": None, **meta["claim"]}
                 if c["name"] in claims and c["name"] not in duplicates:
                     duplicates.append(c["name"])
                 claims[c["name"]] = c
             for row in meta.get("verdicts", []):
                 verdicts[row["headline"]] = row
+            if "uncited" in meta:
+                uncited_names = list(meta["uncited"])
             if "glue" in meta:
                 name = (out.get("metadata") or {}).get("scrapbook", {}).get("name")
                 if name:
@@ -607,5 +948,6 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
         "claims": list(claims.values()),
         "verdicts": list(verdicts.values()),
         "glued": glued,
+        "uncited": uncited_names,
         "duplicates": duplicates,
     }

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iclr26.claims import read_notebook
+from iclr26.claims import read_notebook, verdict_problems
 from iclr26.runtime import SCALES
 
 __all__ = [
@@ -167,16 +167,18 @@ def run_notebook(
     """Execute ``notebook`` with papermill at ``scale``/``seed``; return the result dict that ``run --json`` writes.
 
     Keys: ``notebook``, ``scale``, ``seed``, ``seconds``, ``ok``, ``claims``
-    (``{name, statement, value, passed, kind, bound, slack}``, ``kind`` being ``"claim"`` or ``"sanity"``, ``slack``
-    the distance from failing, see :class:`iclr26.claims.Claim`), ``verdicts``
-    (``{headline, verdict, evidence, why}``), ``glued`` (``{name: value}``), plus ``error`` (a string, only when
-    execution failed) and ``duplicates`` (claim names recorded twice, only when there are some).
+    (``{name, statement, value, passed, kind, bound, slack, holds}``, ``kind`` being ``"claim"``, ``"control"``,
+    ``"sanity"`` or ``"report"``, ``slack`` the distance from failing, see :class:`iclr26.claims.Claim`), ``verdicts``
+    (``{headline, verdict, paper, evidence, controls, why}``, evidence and controls as lists of names in ``claims``),
+    ``glued`` (``{name: value}``), ``uncited`` (names no verdict cites and no glue quotes), plus ``error`` (a string,
+    only when execution failed), ``duplicates`` (names recorded twice) and ``verdict_problems`` (verdict rows that
+    break the rules of :func:`iclr26.claims.verdict`), each only when there are some.
 
     ``cell_timeout`` (seconds, default 900) stops a hung cell and names it in ``error``; ``timeout`` (seconds) bounds
     the whole notebook, where the platform has ``SIGALRM`` and this runs in the main thread.
 
-    ``ok`` is true iff the notebook executed, recorded at least one check, recorded no name twice and every check
-    passed. A verdict of "not reproduced" does not make a run fail.
+    ``ok`` is true iff the notebook executed, recorded at least one check, recorded no name twice, every check
+    passed and every verdict row keeps the rules. A verdict of "not reproduced" does not make a run fail.
     """
     import papermill as pm
 
@@ -224,18 +226,26 @@ def run_notebook(
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     result["seconds"] = round(time.perf_counter() - t0, 2)
-    record = read_notebook(out) if out.is_file() else {"claims": [], "verdicts": [], "glued": {}, "duplicates": []}
-    keys = ("name", "statement", "value", "passed", "kind", "bound", "slack")
+    empty = {"claims": [], "verdicts": [], "glued": {}, "uncited": [], "duplicates": []}
+    record = read_notebook(out) if out.is_file() else empty
+    keys = ("name", "statement", "value", "passed", "kind", "bound", "slack", "holds")
     claims = [{k: c.get(k) for k in keys} for c in record["claims"]]
     duplicates = record["duplicates"]
-    result["ok"] = error is None and bool(claims) and not duplicates and all(c["passed"] for c in claims)
     result["claims"] = claims
     result["verdicts"] = record["verdicts"]
+    problems = verdict_problems(result)
+    checks = [c for c in claims if c["kind"] != "report"]
+    result["ok"] = (
+        error is None and bool(checks) and not duplicates and not problems and all(c["passed"] for c in claims)
+    )
     result["glued"] = record["glued"]
+    result["uncited"] = record["uncited"]
     if error is not None:
         result["error"] = error
     if duplicates:
         result["duplicates"] = duplicates
+    if problems:
+        result["verdict_problems"] = problems
     if tmpdir is not None:
         tmpdir.cleanup()
     return result
@@ -261,20 +271,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     counts = []
-    for kind, label in (("claim", "paper claims"), ("sanity", "sanity checks")):
+    for kind, label in (("claim", "paper claims"), ("control", "controls"), ("sanity", "sanity checks")):
         part = [c for c in result["claims"] if c["kind"] == kind]
         for c in part:
             mark = "✓" if c["passed"] else "✗"
             print(f"{mark} [{kind}] {c['name']}: {c['value']}  — {c['statement']}")
-        counts.append(f"{sum(c['passed'] for c in part)}/{len(part)} {label}")
+        if part or kind != "control":
+            counts.append(f"{sum(c['passed'] for c in part)}/{len(part)} {label}")
+    for c in (c for c in result["claims"] if c["kind"] == "report"):
+        holds = {True: " (holds)", False: " (does not hold)"}.get(c.get("holds"), "")
+        print(f"· [report] {c['name']}: {c['value']}{holds}  — {c['statement']}")
     for v in result["verdicts"]:
-        print(f"verdict: {v['verdict']} — {v['headline']}")
+        cites = ", ".join([*v.get("evidence", []), *(f"control {n}" for n in v.get("controls", []))])
+        print(f"verdict: {v['verdict']} — {v['headline']}" + (f" [{cites}]" if cites else ""))
+    for p in result.get("verdict_problems", []):
+        print(f"verdict rule broken: {p}")
     if "error" in result:
         status = "EXECUTION FAILED"
     elif not result["claims"]:
         status = "NO CLAIM RECORDED"
     elif "duplicates" in result:
         status = f"NAMES RECORDED TWICE: {', '.join(result['duplicates'])}"
+    elif "verdict_problems" in result:
+        status = "VERDICT RULES BROKEN"
     else:
         status = "ok" if result["ok"] else "CLAIM FAILED"
     print(
