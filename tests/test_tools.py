@@ -30,8 +30,9 @@ def _run(slug, scale, verdicts, seconds=12.3, claims=None):
     }
 
 
-def _v(headline, word):
-    return {"headline": headline, "verdict": word, "evidence": "e|vidence", "why": "because"}
+def _v(headline, word, evidence=(), controls=()):
+    return {"headline": headline, "verdict": word, "paper": "p|aper", "evidence": list(evidence),
+            "controls": list(controls), "why": "because"}
 
 
 @pytest.fixture()
@@ -45,11 +46,13 @@ def bench():
             _run(
                 "beta",
                 "book",
-                [_v("B1", "not reproduced")],
+                [_v("B1", "not reproduced", evidence=["c", "gap"], controls=["k"])],
                 claims=[
                     {"name": "c", "statement": "s", "value": 1, "passed": True, "kind": "claim"},
                     {"name": "s", "statement": "s", "value": 1, "passed": True, "kind": "sanity"},
                     {"name": "t", "statement": "s", "value": 1, "passed": False, "kind": "sanity"},
+                    {"name": "k", "statement": "s", "value": 0.95, "passed": True, "kind": "control"},
+                    {"name": "gap", "statement": "s", "value": 0.01, "passed": True, "kind": "report", "holds": False},
                 ],
             ),
         ],
@@ -64,7 +67,9 @@ def test_verdict_rows_take_the_largest_scale_and_note_ci(bench):
         ("beta", "B1", "not reproduced"),
     ]
     assert rows[0]["ci_verdict"] == "not tested here"
-    assert totals_sentence(rows) == "Of 3 headline claims across 2 papers: 1 reproduced, 1 partly, 1 not reproduced."
+    assert totals_sentence(rows) == (
+        "Of 3 headline claims across 2 papers: 1 reproduced, 1 partly, 1 not reproduced; 1 of the rows cite a control."
+    )
 
 
 def test_verdicts_page(bench, tmp_path):
@@ -72,15 +77,17 @@ def test_verdicts_page(bench, tmp_path):
     text = out.read_text()
     assert "Of 3 headline claims across 2 papers" in text
     assert "**partly** (at `ci`: not tested here)" in text
-    assert "e\\|vidence" in text  # a pipe in a cell cannot break the table
-    assert "| `beta` | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "p\\|aper" in text  # a pipe in a cell cannot break the table
+    assert "| `beta` | 0 | 0 | 1 | 0 | 0 | 1 |" in text and "| **all** | 1 | 1 | 1 | 0 | 0 | 1 |" in text
     assert "## `alpha`\n\n{doc}`The chapter <../nbs/alpha>`." in text
-    assert "| A1 | **partly** (at `ci`: not tested here) | because. *Evidence:* e\\|vidence |" in text
+    assert "| A1 | p\\|aper | **partly** (at `ci`: not tested here) | — | because. |" in text
+    # the evidence is rendered from the run's recorded values, by name
+    assert "| B1 | p\\|aper | **not reproduced** | ✓ `c` 1<br>○ `gap` 0.01<br>✓ control `k` 0.95 | because. |" in text
 
 
 def test_reproducibility_page_counts_claims_and_sanity_checks_apart(bench, tmp_path):
     text = write_repro([bench], tmp_path / "r.md", source="test").read_text()
-    assert "| `beta` | `book` | 0 | 1/1 | 1/2 | 1 |" in text
+    assert "| `beta` | `book` | 0 | 1/1 | 1/1 | 1/2 | 1 | 1 |" in text
 
 
 def test_headers_rewritten_from_bench(bench, tmp_path):
@@ -219,3 +226,18 @@ def test_robustness_counts_passes_and_finds_the_tightest_seed(tmp_path):
     assert tightest.index("`tight`") < tightest.index("`wide`")  # least room first
     assert "2/3 ✗" in page and "`beta`, seed 1" in page  # a failed seed and a run that did not execute are shown
     assert "{doc}`/nbs/alpha`" in page
+
+
+def test_robustness_leaves_reports_out_and_writes_what_chapters_read():
+    from robustness import notebook_summary, summarise
+
+    report = {"name": "r", "statement": "s", "value": 3.0, "passed": True, "kind": "report", "holds": None}
+    check = {"name": "c", "statement": "s", "value": 0.6, "passed": True, "kind": "control", "bound": 0.5,
+             "slack": 0.1}
+    runs = [{**_run("alpha", "ci", []), "seed": s, "claims": [report, {**check, "value": 0.6 + s}]} for s in (0, 1)]
+    rows = summarise(runs)
+    assert [r["name"] for r in rows] == ["c"]
+    summary = notebook_summary(rows, [0, 1], "2026-12-05")
+    assert summary["seeds"] == [0, 1] and summary["date"] == "2026-12-05"
+    assert summary["checks"]["alpha"]["c"] == {"kind": "control", "passed": 2, "runs": 2, "worst_seed": 0,
+                                               "value": 0.6, "bound": 0.5, "slack": 0.1}

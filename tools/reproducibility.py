@@ -59,24 +59,27 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
     else:
         lines += [
             "Paper claims are empirical statements about a paper's results (they could fail if the paper were wrong at",
-            "this scale); sanity checks are identities and by-construction properties (they fail only on a bug). The",
-            "{doc}`verdicts` page says, per headline claim of each paper, what was reproduced.",
+            "this scale); controls show that a measurement detects the paper's effect where it is present by",
+            "construction; sanity checks are identities and by-construction properties (they fail only on a bug);",
+            "reports are numbers shown, not asserted. The {doc}`verdicts` page says, per headline claim of each paper,",
+            "what was reproduced.",
             "",
-            "| chapter | scale | seed | paper claims passed | sanity checks passed | verdicts | wall time (s) "
-            "| peak memory (MB) | status | manifest |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| chapter | scale | seed | paper claims passed | controls passed | sanity checks passed | reports "
+            "| verdicts | wall time (s) | peak memory (MB) | status | manifest |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in sorted(runs, key=lambda r: (Path(r["notebook"]).stem, ["ci", "book", "paper"].index(r["scale"]))):
             claims = r.get("claims", [])
             counts = []
-            for kind in ("claim", "sanity"):
+            for kind in ("claim", "control", "sanity"):
                 part = [c for c in claims if c.get("kind", "claim") == kind]
                 counts.append(f"{sum(bool(c['passed']) for c in part)}/{len(part)}")
+            counts.append(str(sum(c.get("kind") == "report" for c in claims)))
             peak = r.get("peak_rss_mb")
             status = "ok" if r.get("ok") else ("execution failed" if r.get("error") else "claim failed")
             peak_text = "" if peak is None else f"{peak:.0f}"
             lines.append(
-                f"| `{Path(r['notebook']).stem}` | `{r['scale']}` | {r['seed']} | {counts[0]} | {counts[1]} | "
+                f"| `{Path(r['notebook']).stem}` | `{r['scale']}` | {r['seed']} | {' | '.join(counts)} | "
                 f"{len(r.get('verdicts', []))} | {r['seconds']:.1f} | {peak_text} | {status} | {_manifest_cell(r)} |"
             )
         lines.append("")

@@ -13,7 +13,12 @@ are not budgets (`make bench` measures those on a quiet machine).
 For every check the page gives the number of seeds on which it passed, its value on the seed where it came closest
 to failing, the line it is compared with, and the *slack* there (how far the value is from failing, in the value's
 units; see :class:`iclr26.claims.Claim`). The *room* is the slack relative to the larger of |line| and |value|: the
-claims with the least room are the book's tightest, and they head the page.
+claims with the least room are the book's tightest, and they head the page. Reports (numbers shown, not asserted)
+have no line and are left out.
+
+Beside the page it writes book/robustness.json (committed): per chapter and check, the pass count and the worst
+seed's value, line and slack. Each chapter's Results table (``iclr26.results``) reads it to show how a check fared over
+seeds beside its threshold, so that no calibration is typed by hand.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from bench import run_chapter  # noqa: E402
 from bench_sae import machine_info  # noqa: E402
 
 RUNS = ROOT / "_build" / "robustness"
+SUMMARY = ROOT / "book" / "robustness.json"
 TIGHTEST = 8  # rows in the page's "tightest claims" table
 
 
@@ -53,6 +59,8 @@ def summarise(runs: list[dict]) -> list[dict]:
     for run in sorted(runs, key=lambda r: (Path(r["notebook"]).stem, r["seed"])):
         slug = Path(run["notebook"]).stem
         for c in run.get("claims", []):
+            if c.get("kind") == "report":
+                continue
             row = rows.setdefault(
                 (slug, c["name"]),
                 {"chapter": slug, "name": c["name"], "kind": c.get("kind", "claim"), "statement": c["statement"],
@@ -78,6 +86,19 @@ def summarise(runs: list[dict]) -> list[dict]:
         row["room"] = room(w["slack"], w["bound"], w["value"])
         out.append(row)
     return out
+
+
+def notebook_summary(rows: list[dict], seeds: list[int], date: str) -> dict:
+    """What the chapters read (book/robustness.json): ``{"date", "seeds", "checks": {chapter: {name: {"kind",
+    "passed", "runs", "worst_seed", "value", "bound", "slack"}}}}``."""
+    checks: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        w = r["worst"]
+        checks.setdefault(r["chapter"], {})[r["name"]] = {
+            "kind": r["kind"], "passed": r["passed"], "runs": len(r["seeds"]), "worst_seed": w["seed"],
+            "value": w["value"], "bound": w["bound"], "slack": w["slack"],
+        }
+    return {"date": date, "seeds": sorted(seeds), "checks": {k: checks[k] for k in sorted(checks)}}
 
 
 def failed_runs(runs: list[dict]) -> list[dict]:
@@ -239,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     (ROOT / "_build").mkdir(exist_ok=True)
     (ROOT / "_build" / "robustness.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(write_page(runs, ROOT / "book" / "robustness.md", meta, summary["rows"]))
+    seeds_run = sorted({r["seed"] for r in runs})
+    SUMMARY.write_text(json.dumps(notebook_summary(summary["rows"], seeds_run, meta["date"]), indent=1) + "\n")
+    print(SUMMARY)
     rows = summary["rows"]
     bad = [f"{r['chapter']}:{r['name']}" for r in rows if r["passed"] < len(r["seeds"])] + [
         f"{Path(r['notebook']).stem} seed {r['seed']} did not run" for r in failed_runs(runs)

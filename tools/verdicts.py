@@ -2,8 +2,9 @@
 
     python tools/verdicts.py _build/bench.json        # rewrite book/verdicts.md from a `make bench` file
 
-The rows come from each chapter's `book`-scale run (its `verdicts`, as ``python -m iclr26 run --json`` writes them);
-where the `ci` run of the same chapter gave another verdict word, the page says so.
+The rows come from each chapter's `book`-scale run (its `verdicts`, as ``python -m iclr26 run --json`` writes them),
+with the measured values of the results each row cites (evidence and controls, by name); where the `ci` run of the
+same chapter gave another verdict word, the page says so. The totals count the rows that rest on a control.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ sys.path.insert(0, str(ROOT / "companion"))
 
 from reproducibility import load_runs  # noqa: E402
 
-from iclr26.claims import VERDICTS  # noqa: E402
+from iclr26.claims import VERDICTS, format_value  # noqa: E402
 
 _ORDER = {"ci": 0, "book": 1, "paper": 2}
 
@@ -41,26 +42,70 @@ def verdict_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def _value(x) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return _cell(str(x))
+    return format_value(x)
+
+
+def evidence_cell(row: dict, claims: dict[str, dict]) -> str:
+    """The row's evidence and controls with this run's values and marks (✓/✗ checks, ●/○ reports)."""
+    parts = []
+    for label, names in (("", row.get("evidence", [])), ("control ", row.get("controls", []))):
+        for n in names if isinstance(names, list) else [names]:
+            c = claims.get(n)
+            if c is None:
+                parts.append(f"{label}`{n}` (not recorded)")
+                continue
+            if c.get("kind") == "report":
+                mark = {True: "●", False: "○"}.get(c.get("holds"), "·")
+            else:
+                mark = "✓" if c.get("passed") else "✗"
+            parts.append(f"{mark} {label}`{n}` {_value(c.get('value'))}")
+    return "<br>".join(parts) if parts else "—"
+
+
 def totals_sentence(rows: list[dict]) -> str:
     counts = Counter(r["verdict"] for r in rows)
     n_papers = len({r["chapter"] for r in rows})
     parts = [f"{counts[w]} {w}" for w in VERDICTS if counts[w]]
-    return f"Of {len(rows)} headline claims across {n_papers} papers: " + ", ".join(parts) + "."
+    controlled = sum(bool(r.get("controls")) for r in rows)
+    return (
+        f"Of {len(rows)} headline claims across {n_papers} papers: " + ", ".join(parts) + f"; {controlled} of the rows "
+        "cite a control."
+    )
+
+
+_SHORT = {
+    "reproduced": "repr.",
+    "partly": "partly",
+    "not reproduced": "not repr.",
+    "reported only": "reported",
+    "not tested here": "not tested",
+}
 
 
 def write_page(items, out: Path, source: str = "`make bench`") -> Path:
     runs, _ = load_runs(items)
     rows = verdict_rows(runs)
+    claims_by_run = {
+        (Path(r["notebook"]).stem, r["scale"]): {c["name"]: c for c in r.get("claims", [])} for r in runs
+    }
     intro = (
         "Which of each paper's headline claims this book reproduced, which it did not, and which it only reports. "
         "Each row is a chapter's own verdict table, as its published (`book`-scale) run recorded it, from "
-        f"{source}. A verdict of *not reproduced* is a result, not a failure: the chapter still runs, and says why."
+        f"{source}: what the paper reports, the verdict, the results of the run it rests on — named, with their "
+        "measured values — and why. A verdict of *not reproduced* is a result, not a failure: the chapter still "
+        "runs, and says why."
     )
     legend = (
-        "*reproduced*: the paper's claim holds here and is asserted as a claim; *partly*: some of it holds, or only "
-        "at some scales; *not reproduced*: measured here, and the result contradicts the paper; *reported only*: "
-        "measured and shown, but not asserted (it does not hold on every seed, or the scale is too small to decide); "
-        "*not tested here*: outside what this chapter runs."
+        "*reproduced*: the paper's claim holds here and is asserted as a claim; *partly*: some of it holds here and "
+        "some does not or is not established, each named; *not reproduced*: measured here, the result contradicts "
+        "the paper, and a **control** in the same run (the measurement detects the effect where it is present by "
+        "construction) shows that the measurement could have seen it; *reported only*: measured and shown, not "
+        "asserted; *not tested here*: outside what this chapter can test fairly, with what a fair test would need. "
+        "Marks: ✓/✗ a check passed or failed, ● a report in the paper's direction, ○ one against it, · a number "
+        "without a direction. See {doc}`conventions`."
     )
     lines = ["# Verdicts", "", intro, "", legend, ""]
     if not rows:
@@ -68,25 +113,31 @@ def write_page(items, out: Path, source: str = "`make bench`") -> Path:
     else:
         lines += [f"**{totals_sentence(rows)}**", ""]
         per = Counter((r["chapter"], r["verdict"]) for r in rows)
+        controls = Counter(r["chapter"] for r in rows if r.get("controls"))
         chapters = sorted({r["chapter"] for r in rows})
-        lines += ["| chapter | " + " | ".join(VERDICTS) + " |", "|---" * (len(VERDICTS) + 1) + "|"]
+        lines += [
+            "| chapter | " + " | ".join(_SHORT[w] for w in VERDICTS) + " | with a control |",
+            "|---" + "|--:" * (len(VERDICTS) + 1) + "|",
+        ]
         for slug in chapters:
-            lines.append(f"| `{slug}` | " + " | ".join(str(per[(slug, w)]) for w in VERDICTS) + " |")
-        lines.append("")
-        for slug in chapters:  # one narrow table per chapter, so the page reads without scrolling sideways
+            counts = " | ".join(str(per[(slug, w)]) for w in VERDICTS)
+            lines.append(f"| `{slug}` | {counts} | {controls[slug]} |")
+        total = " | ".join(str(sum(per[(s, w)] for s in chapters)) for w in VERDICTS)
+        lines += [f"| **all** | {total} | {sum(controls.values())} |", ""]
+        for slug in chapters:  # one table per chapter
             lines += [f"## `{slug}`", "", f"{{doc}}`The chapter <../nbs/{slug}>`.", ""]
-            lines += ["| the paper claims | verdict | why, and the evidence |", "|---|---|---|"]
+            lines += ["| the paper claims | the paper | verdict | evidence (this run) | why |", "|---|---|---|---|---|"]
             for r in (r for r in rows if r["chapter"] == slug):
                 word = f"**{r['verdict']}**"
                 if r["ci_verdict"] and r["ci_verdict"] != r["verdict"]:
                     word += f" (at `ci`: {r['ci_verdict']})"
+                ev = evidence_cell(r, claims_by_run.get((slug, r["scale"]), {}))
                 why = _cell(r["why"]).rstrip(".")
-                lines.append(f"| {_cell(r['headline'])} | {word} | {why}. *Evidence:* {_cell(r['evidence'])} |")
+                lines.append(f"| {_cell(r['headline'])} | {_cell(r.get('paper', '—'))} | {word} | {ev} | {why}. |")
             lines.append("")
     out = Path(out)
     out.write_text("\n".join(lines))
     return out
-
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

@@ -76,6 +76,7 @@ __all__ = [
     "recorded_verdicts",
     "results",
     "glue",
+    "format_value",
     "claims_table",
     "recorded_claims",
     "reset",
@@ -171,6 +172,11 @@ def _fmt(value: Any) -> str:
             return str(v)
         return f"{v:.4g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.3e}"
     return str(value)
+
+
+def format_value(value: Any) -> str:
+    """A measured value as the tables show it (4 significant digits; scientific outside [1e-3, 1e5))."""
+    return _fmt(value)
 
 
 # ---------------------------------------------------------------------------------------------- display
