@@ -150,6 +150,11 @@ def test_checks_are_claims_of_kind_sanity():
         control_at_least("x", "s", 1.0, 0.5, kind="claim")
 
 
+def test_values_in_dicts_and_lists_are_formatted_like_numbers():
+    assert claims.format_value({"k=4": 0.12581594469487842, "k=16": 2}) == "{k=4: 0.1258, k=16: 2}"
+    assert claims.format_value([1e-7, True, "a"]) == "[1.000e-07, True, a]"
+
+
 def test_report_records_glues_and_never_fails():
     assert report("gap", 0.3, "the gap", holds=np.bool_(True)) == 0.3
     r = claims.recorded_claims()[-1]

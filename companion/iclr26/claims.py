@@ -171,6 +171,10 @@ def _fmt(value: Any) -> str:
         if v == 0 or not math.isfinite(v):
             return str(v)
         return f"{v:.4g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.3e}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
 
 
