@@ -3,9 +3,9 @@
     python tools/manifest.py nbs/clock_pizza.ipynb _build/ci/results/clock_pizza.json book_run.json \\
         [--glue acc_alpha0 acc_alpha1 ...] [--budget ci=60 book=180]
 
-The manifest lists the checks and reports each scale records (taken from the runs given, one per scale), the glued names that
-the page and outside checks read (``--glue``; kept from the existing manifest when omitted), and the time budget per
-scale (default: ci 60 s, book 180 s). Read it back with ``iclr26.cli.read_manifest``; the chapter test and
+The manifest lists the checks and reports each scale records (taken from the runs given, one per scale), the glued
+names that the page and outside checks read (``--glue``; kept from the existing manifest when omitted), and the time
+budget per scale (default: ci 60 s, book 180 s). Read it back with ``iclr26.cli.read_manifest``; the chapter test and
 `make bench` hold every run to it. Review the diff: a manifest records what a chapter promises, not what it happened
 to do.
 """
