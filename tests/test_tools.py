@@ -78,11 +78,12 @@ def test_verdicts_page(bench, tmp_path):
     assert "Of 3 headline claims across 2 papers" in text
     assert "**partly** (at `ci`: not tested here)" in text
     assert "p\\|aper" in text  # a pipe in a cell cannot break the table
-    assert "| `beta` | 0 | 0 | 1 | 0 | 0 | 1 |" in text and "| **all** | 1 | 1 | 1 | 0 | 0 | 1 |" in text
+    assert "| {doc}`beta <../nbs/beta>` | 1 not reproduced | 1 |" in text
+    assert "| {doc}`alpha <../nbs/alpha>` | 1 reproduced · 1 partly | 0 |" in text
     assert "## `alpha`\n\n{doc}`The chapter <../nbs/alpha>`." in text
-    assert "| A1 | p\\|aper | **partly** (at `ci`: not tested here) | — | because. |" in text
+    assert "- A1 — **partly** (at `ci`: not tested here)\\\n  *The paper:* p\\|aper\\\n  *Evidence:* —" in text
     # the evidence is rendered from the run's recorded values, by name
-    assert "| B1 | p\\|aper | **not reproduced** | ✓ `c` 1<br>○ `gap` 0.01<br>✓ control `k` 0.95 | because. |" in text
+    assert "  *Evidence:* ✓ `c` 1; ○ `gap` 0.01; ✓ control `k` 0.95\\\n  *Why:* because." in text
 
 
 def test_reproducibility_page_counts_claims_and_sanity_checks_apart(bench, tmp_path):

@@ -48,7 +48,7 @@ def _value(x) -> str:
     return format_value(x)
 
 
-def evidence_cell(row: dict, claims: dict[str, dict]) -> str:
+def evidence_cell(row: dict, claims: dict[str, dict], sep: str = "<br>") -> str:
     """The row's evidence and controls with this run's values and marks (✓/✗ checks, ●/○ reports)."""
     parts = []
     for label, names in (("", row.get("evidence", [])), ("control ", row.get("controls", []))):
@@ -62,7 +62,7 @@ def evidence_cell(row: dict, claims: dict[str, dict]) -> str:
             else:
                 mark = "✓" if c.get("passed") else "✗"
             parts.append(f"{mark} {label}`{n}` {_value(c.get('value'))}")
-    return "<br>".join(parts) if parts else "—"
+    return sep.join(parts) if parts else "—"
 
 
 def totals_sentence(rows: list[dict]) -> str:
@@ -74,15 +74,6 @@ def totals_sentence(rows: list[dict]) -> str:
         f"Of {len(rows)} headline claims across {n_papers} papers: " + ", ".join(parts) + f"; {controlled} of the rows "
         "cite a control."
     )
-
-
-_SHORT = {
-    "reproduced": "repr.",
-    "partly": "partly",
-    "not reproduced": "not repr.",
-    "reported only": "reported",
-    "not tested here": "not tested",
-}
 
 
 def write_page(items, out: Path, source: str = "`make bench`") -> Path:
@@ -115,25 +106,26 @@ def write_page(items, out: Path, source: str = "`make bench`") -> Path:
         per = Counter((r["chapter"], r["verdict"]) for r in rows)
         controls = Counter(r["chapter"] for r in rows if r.get("controls"))
         chapters = sorted({r["chapter"] for r in rows})
-        lines += [
-            "| chapter | " + " | ".join(_SHORT[w] for w in VERDICTS) + " | with a control |",
-            "|---" + "|--:" * (len(VERDICTS) + 1) + "|",
-        ]
+        # three narrow columns, so the table fits a laptop's browser without scrolling sideways
+        lines += ["| chapter | verdicts | rows with a control |", "|---|---|--:|"]
         for slug in chapters:
-            counts = " | ".join(str(per[(slug, w)]) for w in VERDICTS)
-            lines.append(f"| `{slug}` | {counts} | {controls[slug]} |")
-        total = " | ".join(str(sum(per[(s, w)] for s in chapters)) for w in VERDICTS)
-        lines += [f"| **all** | {total} | {sum(controls.values())} |", ""]
-        for slug in chapters:  # one table per chapter
+            counts = " · ".join(f"{per[(slug, w)]} {w}" for w in VERDICTS if per[(slug, w)])
+            lines.append(f"| {{doc}}`{slug} <../nbs/{slug}>` | {counts} | {controls[slug]} |")
+        lines.append("")
+        for slug in chapters:  # one list per chapter: a row per headline claim, its parts on their own lines
             lines += [f"## `{slug}`", "", f"{{doc}}`The chapter <../nbs/{slug}>`.", ""]
-            lines += ["| the paper claims | the paper | verdict | evidence (this run) | why |", "|---|---|---|---|---|"]
             for r in (r for r in rows if r["chapter"] == slug):
                 word = f"**{r['verdict']}**"
                 if r["ci_verdict"] and r["ci_verdict"] != r["verdict"]:
                     word += f" (at `ci`: {r['ci_verdict']})"
-                ev = evidence_cell(r, claims_by_run.get((slug, r["scale"]), {}))
+                ev = evidence_cell(r, claims_by_run.get((slug, r["scale"]), {}), sep="; ")
                 why = _cell(r["why"]).rstrip(".")
-                lines.append(f"| {_cell(r['headline'])} | {_cell(r.get('paper', '—'))} | {word} | {ev} | {why}. |")
+                lines += [
+                    f"- {_cell(r['headline'])} — {word}\\",
+                    f"  *The paper:* {_cell(r.get('paper', '—'))}\\",
+                    f"  *Evidence:* {ev}\\",
+                    f"  *Why:* {why}.",
+                ]
             lines.append("")
     out = Path(out)
     out.write_text("\n".join(lines))
