@@ -815,18 +815,21 @@ class VerdictsTable:
         return {"text/html": self._repr_html_(), "text/plain": repr(self)}, {META_KEY: {"verdicts": self.metadata()}}
 
     def _repr_html_(self) -> str:
-        heads = ("the paper claims", "the paper", "verdict", "evidence from this run", "why")
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in heads)
-        body = []
+        # one block per row (headline and verdict, then the paper, the evidence and why on their own lines): it reads
+        # in the book's narrow column, where a five-column table would squeeze every cell
+        blocks = []
         for r in self.rows:
             colour = _VERDICT_COLOURS[r.verdict]
             ev = "<br>".join(x for x in (_evidence_html(r.evidence), _evidence_html(r.controls, "control ")) if x)
-            body.append(
-                f"<tr><td>{html.escape(r.headline)}</td><td>{html.escape(r.paper)}</td>"
-                f"<td><b style='color:{colour}'>{html.escape(r.verdict)}</b></td>"
-                f"<td>{ev or '—'}</td><td>{html.escape(r.why)}</td></tr>"
+            blocks.append(
+                f"<div class='iclr26-verdict' style='border-left: 4px solid {colour}; padding: 0.2em 0 0.2em 0.7em; "
+                f"margin: 0.6em 0;'><div><b>{html.escape(r.headline)}</b> — "
+                f"<b style='color:{colour}'>{html.escape(r.verdict)}</b></div>"
+                f"<div><i>The paper:</i> {html.escape(r.paper)}</div>"
+                f"<div><i>Evidence from this run:</i><br>{ev or '—'}</div>"
+                f"<div><i>Why:</i> {html.escape(r.why)}</div></div>"
             )
-        return f"<table class='iclr26-verdicts'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return f"<div class='iclr26-verdicts'>{''.join(blocks)}</div>"
 
     def __repr__(self) -> str:
         lines = []
@@ -862,8 +865,8 @@ class Results:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
         note = self._uncited_note()
         page = [
-            "<p><b>Verdicts</b> — <span style='color:#57606a'>each headline claim of the paper, what the paper "
-            "reports, our verdict, and the results of this run it rests on (hover a name for its statement)</span></p>",
+            "<p><b>Verdicts</b> — <span style='color:#57606a'>each headline claim of the paper, our verdict, what the "
+            "paper reports, and the results of this run it rests on (hover a name for its statement)</span></p>",
             self.verdicts._repr_html_(),
             self.checks._repr_html_(),
         ]
