@@ -44,8 +44,16 @@ def _range_text(kind: str, low: float | None, high: float | None, low_open: bool
     return kind
 
 
+def _bound(value: Any, what: str) -> None:
+    """A bound a module passes to a check: None or a number that is not NaN (a NaN bound would accept anything)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value)):
+        raise ValueError(f"the {what} bound of a check must be None or a number, got {value!r}")
+
+
 def check_int(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
     """``value`` as a Python int, if it is an integer (not a bool) in ``[low, high]``; else raise naming ``name``."""
+    _bound(low, "low")
+    _bound(high, "high")
     want = _range_text("an int", low, high, False, False)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
@@ -70,6 +78,8 @@ def check_float(
     ``low_open`` / ``high_open`` make a bound strict: ``check_float(lr, "lr", 0, low_open=True)`` asks for ``lr > 0``.
     ``allow_inf`` lets ±inf through (still subject to the bounds); NaN is always refused.
     """
+    _bound(low, "low")
+    _bound(high, "high")
     want = _range_text("a number", low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {want}, got {value!r} ({type(value).__name__})")
@@ -96,11 +106,23 @@ def check_bool(value: Any, name: str) -> bool:
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
-    """``value`` if it is one of ``choices``; else ``ValueError`` listing them."""
+    """``value`` if it is one of ``choices``; else ``ValueError`` listing them.
+
+    Equality is not enough: ``1`` and ``0`` do not stand for ``True`` and ``False`` (nor ``1.0`` for ``1``); a choice
+    matches a value of its own type (``np.bool_`` counts as a bool, a NumPy integer as an int)."""
+    if isinstance(choices, (str, bytes)) or not isinstance(choices, Iterable):
+        raise TypeError(f"choices (for {name}) must be an iterable of allowed values, got {type(choices).__name__}")
     choices = tuple(choices)
+
+    def kind(v: Any) -> type:
+        for k in (bool, np.bool_, numbers.Integral, str, numbers.Real):
+            if isinstance(v, k):
+                return bool if k is np.bool_ else k
+        return type(v)
+
     try:
-        ok = value in choices
-    except TypeError:  # unhashable or uncomparable
+        ok = any(value == c and kind(value) is kind(c) for c in choices)
+    except (TypeError, ValueError):  # uncomparable, or an array
         ok = False
     if not ok:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
@@ -108,15 +130,24 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
 
 
 def check_device(device: Any, name: str = "device") -> torch.device:
-    """A ``torch.device`` from a string (``"cpu"``, ``"cuda:0"``, …) or a device, else ``TypeError``/``ValueError``."""
-    if isinstance(device, torch.device):
-        return device
-    if not isinstance(device, str):
-        raise TypeError(f"{name} must be a str or torch.device, got {type(device).__name__}")
-    try:
-        return torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f"{name} is not a device torch knows: {device!r} ({e})") from None
+    """A ``torch.device`` from a string (``"cpu"``, ``"cuda:0"``, …) or a device, else ``TypeError``/``ValueError``;
+    a CUDA or MPS device must also be available on this machine (``ValueError`` otherwise)."""
+    if not isinstance(device, torch.device):
+        if not isinstance(device, str):
+            raise TypeError(f"{name} must be a str or torch.device, got {type(device).__name__}")
+        try:
+            device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f"{name} is not a device torch knows: {device!r} ({e})") from None
+    if device.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ValueError(f"{name}={str(device)!r}: CUDA is not available on this machine")
+        if device.index is not None and device.index >= n:
+            raise ValueError(f"{name}={str(device)!r}: this machine has {n} CUDA device(s)")
+    elif device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"{name}={str(device)!r}: MPS is not available on this machine")
+    return device
 
 
 def check_module(value: Any, name: str = "model") -> torch.nn.Module:
@@ -132,11 +163,18 @@ def float_tensor(
     ndim: int | tuple[int, ...] | None = None,
     last: int | None = None,
     numpy_ok: bool = False,
+    *,
+    finite: bool = True,
+    empty_ok: bool = False,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """Return ``x`` if it is a floating-point tensor of the expected shape, else raise naming ``name``.
+    """Return ``x`` if it is a floating-point tensor of the expected shape and contents, else raise naming ``name``.
 
-    ``ndim``: allowed number(s) of dimensions; ``last``: required size of the last dimension;
-    ``numpy_ok``: also accept a NumPy array (converted without copying).
+    ``ndim``: allowed number(s) of dimensions (default: any but 0); ``last``: required size of the last dimension;
+    ``numpy_ok``: also accept a NumPy array (converted without copying); ``finite``: refuse NaN and ±inf (on by
+    default: off only on a model's hot path, where the check would cost a pass and a device sync per call);
+    ``empty_ok``: accept a tensor with no elements; ``dtype``: the dtype it must have (a model's weights' dtype), so a
+    float64 input is refused here rather than in a matmul deep inside torch.
     """
     if numpy_ok and isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
@@ -150,8 +188,16 @@ def float_tensor(
         if x.ndim not in allowed:
             want = " or ".join(map(str, allowed))
             raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    elif x.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension, got a 0-d tensor")
     if last is not None and (x.ndim == 0 or x.shape[-1] != last):
         raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
+    if not empty_ok and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype} (the model's), got {x.dtype}; convert it with .to({dtype})")
+    if finite and x.numel() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite, found NaN or inf")
     return x
 
 

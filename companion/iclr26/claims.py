@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from iclr26.checks import json_value
+from iclr26.checks import check_bool, json_value
 
 __all__ = [
     "Claim",
@@ -140,13 +140,18 @@ def _check_name(name: Any, what: str = "name") -> str:
     return name
 
 
-def _check_number(value: Any, what: str) -> float:
+def _check_number(value: Any, what: str, finite: bool = False) -> float:
+    """A real number; ``finite``: also refuse NaN and ±inf (a threshold, baseline, margin or tolerance that is not
+    finite makes the comparison meaningless: NaN fails or passes everything, an infinite tolerance passes anything).
+    A measured ``value`` may be NaN or infinite: the claim then fails (or passes) by its comparison, loudly."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         # numpy scalars are numbers.Real; 0-d arrays and tensors expose .item()
         item = getattr(value, "item", None)
         if callable(item) and getattr(value, "ndim", 1) == 0:
-            return _check_number(item(), what)
+            return _check_number(item(), what, finite)
         raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
+    if finite and not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {float(value)}")
     return float(value)
 
 
@@ -282,18 +287,18 @@ def _record(c: Claim) -> Claim:
 
 def claim_at_least(name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``value >= threshold``."""
-    v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
+    v, t = _check_number(value, "value"), _check_number(threshold, "threshold", finite=True)
     return claim(name, statement, v, bool(v >= t), f"≥ {_fmt(t)}", kind=kind, bound=t, slack=v - t)
 
 
 def claim_at_most(name: str, statement: str, value: Any, threshold: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``value <= threshold``."""
-    v, t = _check_number(value, "value"), _check_number(threshold, "threshold")
+    v, t = _check_number(value, "value"), _check_number(threshold, "threshold", finite=True)
     return claim(name, statement, v, bool(v <= t), f"≤ {_fmt(t)}", kind=kind, bound=t, slack=t - v)
 
 
 def _against_baseline(value: Any, baseline: Any, margin: Any) -> tuple[float, float, float]:
-    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline"), _check_number(margin, "margin")
+    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline", finite=True), _check_number(margin, "margin", finite=True)
     if m < 0:
         raise ValueError(f"margin must be ≥ 0, got {m}")
     return v, b, m
@@ -331,7 +336,7 @@ def claim_less_than(
 
 def claim_close_to(name: str, statement: str, value: Any, target: Any, rtol: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``|value − target| ≤ rtol·|target|``."""
-    v, t, r = _check_number(value, "value"), _check_number(target, "target"), _check_number(rtol, "rtol")
+    v, t, r = _check_number(value, "value"), _check_number(target, "target", finite=True), _check_number(rtol, "rtol", finite=True)
     if r < 0:
         raise ValueError(f"rtol must be ≥ 0, got {r}")
     detail = f"target {_fmt(t)} ± {_fmt(r * 100)}%"
@@ -350,7 +355,7 @@ def claim_close_to(name: str, statement: str, value: Any, target: Any, rtol: Any
 
 def claim_between(name: str, statement: str, value: Any, low: Any, high: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``low ≤ value ≤ high``."""
-    v, lo, hi = _check_number(value, "value"), _check_number(low, "low"), _check_number(high, "high")
+    v, lo, hi = _check_number(value, "value"), _check_number(low, "low", finite=True), _check_number(high, "high", finite=True)
     if lo > hi:
         raise ValueError(f"low must be ≤ high, got low={lo}, high={hi}")
     detail = f"in [{_fmt(lo)}, {_fmt(hi)}]"
@@ -427,8 +432,7 @@ def report(name: str, value: Any, text: str, *, holds: Any = None, glued: bool =
             holds = bool(holds)
         if not isinstance(holds, bool):
             raise TypeError(f"holds must be a bool or None, got {type(holds).__name__}")
-    if not isinstance(glued, bool):
-        raise TypeError(f"glued must be a bool, got {type(glued).__name__}")
+    glued = check_bool(glued, "glued")
     plain = json_value(value, "value")
     detail = "" if holds is None else ("holds here" if holds else "does not hold here")
     _record(
@@ -704,7 +708,7 @@ def verdict_word(*conditions: Any, none: str = "not reproduced") -> str:
     (which :func:`verdict` accepts only with a passing control), ``"not tested here"`` or ``"reported only"``.
     """
     if not conditions:
-        raise ValueError("verdict_word needs at least one condition")
+        raise ValueError("verdict_word needs at least one condition (conditions: bools or names of results)")
     if none not in ("not reproduced", "not tested here", "reported only"):
         raise ValueError(f"none must be 'not reproduced', 'not tested here' or 'reported only', got {none!r}")
     flags = []
@@ -899,8 +903,7 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     Returns the value, so ``x = glue("x", compute())`` reads naturally.
     """
     _check_name(name)
-    if not isinstance(display, bool):
-        raise TypeError(f"display must be a bool, got {type(display).__name__}")
+    display = check_bool(display, "display")
     plain = json_value(value, "value")
     text = _fmt(plain) if isinstance(plain, (int, float)) and not isinstance(plain, bool) else str(plain)
     if isinstance(plain, float):

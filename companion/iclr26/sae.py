@@ -118,7 +118,7 @@ class _DictionarySAE(nn.Module):
         return self.W_dec
 
     def _check_input(self, x: torch.Tensor) -> torch.Tensor:
-        return _as_tensor(x, "x", last=self.d_in)
+        return _as_tensor(x, "x", last=self.d_in, finite=False, dtype=self.W_enc.dtype)
 
     def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check_input(x)
@@ -128,7 +128,7 @@ class _DictionarySAE(nn.Module):
         raise NotImplementedError
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
-        z = _as_tensor(z, "z", last=self.width)
+        z = _as_tensor(z, "z", last=self.width, finite=False, dtype=self.W_dec.dtype)
         return z @ self.dictionary + self.b_dec
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,6 +161,7 @@ class ReLUSAE(_DictionarySAE):
         return F.relu(self.pre_activations(x))
 
     def penalty(self, z: torch.Tensor) -> torch.Tensor:
+        z = _as_tensor(z, "z", last=self.width, finite=False, dtype=self.W_dec.dtype)
         norms = self.dictionary.norm(dim=1)
         return self.l1 * (z * norms).sum(-1).mean()
 
@@ -267,6 +268,7 @@ class GroupedTopKSAE(_DictionarySAE):
     def usage_penalty(self, z: torch.Tensor) -> torch.Tensor:
         """The official usage term (without its weight): ``mean_j (usage_j - sum(group_ks) / width)^2``, where
         ``usage_j`` is latent ``j``'s firing rate on the batch ``z`` (no gradient: an indicator)."""
+        z = _as_tensor(z, "z", last=self.width, finite=False)
         usage = (z.reshape(-1, self.width) > 0).float().mean(0)
         return (usage - self.k / self.width).pow(2).mean()
 
@@ -575,7 +577,8 @@ class TemporalSAE(nn.Module):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
         """Return ``(x_hat, out)``; ``out`` holds ``pred_codes``, ``novel_codes``, ``pred_recons``,
         ``novel_recons`` (without the bias, in input units), ``alpha`` and ``attn`` (patterns if asked)."""
-        x = _as_tensor(x, "x", ndim=3, last=self.d_in)
+        x = _as_tensor(x, "x", ndim=3, last=self.d_in, finite=False, dtype=self.D.dtype)
+        return_pattern = check_bool(return_pattern, "return_pattern")
         kval = self.k if k is None else check_int(k, "k", low=1)
         xt = x * self.scaling_factor - self.b
         z_pred = torch.zeros(*x.shape[:2], self.width, device=x.device, dtype=x.dtype)
@@ -623,6 +626,7 @@ class TemporalSAE(nn.Module):
     def loss(self, x: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The official objective: squared error summed over features, averaged over tokens (in scaled units),
         plus ``gamma * mean ||z_nov||_2`` (the ReLU variant's penalty)."""
+        gamma = check_float(gamma, "gamma", low=0.0)
         x_hat, out = self(x)
         s = self.scaling_factor
         mse = ((x - x_hat) * s).pow(2).sum(-1).mean()
@@ -745,7 +749,7 @@ def fit_sae(
     history."""
     if not isinstance(sae, _DictionarySAE):
         raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
-    x = _as_tensor(x, "x", last=sae.d_in).reshape(-1, sae.d_in)
+    x = _as_tensor(x, "x", last=sae.d_in, dtype=next(sae.parameters()).dtype).reshape(-1, sae.d_in)
     return _train_on_samples(
         sae,
         x,
@@ -783,7 +787,7 @@ def fit_temporal_sae(
     official ``min_lr`` is 0.9 of ``learning_rate``), gradient clipping at 1."""
     if not isinstance(tfa, TemporalSAE):
         raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
-    x = _as_tensor(x, "x", ndim=3, last=tfa.d_in)
+    x = _as_tensor(x, "x", ndim=3, last=tfa.d_in, dtype=next(tfa.parameters()).dtype)
     gamma = check_float(gamma, "gamma", low=0.0)
     min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     return _train_on_samples(
@@ -804,13 +808,12 @@ def fit_temporal_sae(
 
 
 # ------------------------------------------------------------------------------------------------ metrics
-def _flat_pair(x: Any, x_hat: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    x = _as_tensor(x, "x")
-    x_hat = _as_tensor(x_hat, "x_hat")
+def _flat_pair(x: Any, x_hat: Any, names: tuple[str, str] = ("x", "x_hat")) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = names
+    x = _as_tensor(x, a)
+    x_hat = _as_tensor(x_hat, b)
     if x.shape != x_hat.shape:
-        raise ValueError(f"x and x_hat must have the same shape, got {tuple(x.shape)} and {tuple(x_hat.shape)}")
-    if x.ndim == 0:
-        raise ValueError("x must have at least one dimension")
+        raise ValueError(f"{a} and {b} must have the same shape, got {tuple(x.shape)} and {tuple(x_hat.shape)}")
     return x.detach().reshape(-1, x.shape[-1]).double(), x_hat.detach().reshape(-1, x.shape[-1]).double()
 
 
@@ -839,7 +842,7 @@ def part_variance_explained(part: Any, target: Any) -> float:
     """The official demo's variance explained by one part of a reconstruction: ``Var(part) / Var(target)``, the
     per-feature variances over all tokens summed over features. For parts that are uncorrelated with each other the
     shares add up to the whole reconstruction's."""
-    target, part = _flat_pair(target, part)
+    target, part = _flat_pair(target, part, ("target", "part"))
     total = target.var(0).sum()
     if total <= 0:
         raise ValueError("target has zero variance: the variance explained is undefined")
@@ -893,7 +896,7 @@ def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> Dict
         )
     if learned.shape[0] < true.shape[0]:
         raise ValueError(f"learned needs at least as many atoms as true ({true.shape[0]}), got {learned.shape[0]}")
-    threshold = check_float(threshold, "threshold", low=0.0)
+    threshold = check_float(threshold, "threshold", 0.0, 1.0)
     cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
     rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
     matched = cos[rows, cols].cpu().numpy()
@@ -940,7 +943,7 @@ def block_contrast(gram: Any, segments: Any) -> float:
 
     ``gram`` is a ``(T, T)`` similarity matrix, ``segments`` a length-``T`` array of segment ids.
     """
-    gram = np.asarray(gram, dtype=float)
+    gram = _as_tensor(gram, "gram", ndim=2).detach().double().cpu().numpy()
     seg = np.asarray(segments)
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1]:
         raise ValueError(f"gram must be a square matrix, got shape {gram.shape}")
@@ -1131,6 +1134,8 @@ def angular_variance(x: Any, z: Any, dead_value: float = 1.0) -> np.ndarray:
         raise ValueError(f"z must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
     if not isinstance(dead_value, numbers.Real) or isinstance(dead_value, bool):
         raise TypeError(f"dead_value must be a float, got {type(dead_value).__name__}")
+    if math.isinf(dead_value):
+        raise ValueError(f"dead_value must be a finite number or NaN, got {dead_value}")
     xn = x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
     fire = (z > 0).double().to(x.device)
     counts = fire.sum(0)
