@@ -28,6 +28,7 @@ __all__ = [
     "check_device",
     "check_module",
     "float_tensor",
+    "token_tensor",
     "json_value",
     "as_generator",
     "torch_generator",
@@ -198,6 +199,29 @@ def float_tensor(
         raise TypeError(f"{name} must have dtype {dtype} (the model's), got {x.dtype}; convert it with .to({dtype})")
     if finite and x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite, found NaN or inf")
+    return x
+
+
+def token_tensor(
+    x: Any, name: str, vocab: int | None = None, ndim: int | tuple[int, ...] | None = None, *, empty_ok: bool = False
+) -> torch.Tensor:
+    """Return ``x`` if it is an integer tensor (int64 or int32, not bool) of token ids in ``[0, vocab)`` with the
+    allowed number(s) of dimensions, else raise naming ``name``: an id out of range would otherwise fail deep inside
+    an embedding lookup (an ``IndexError`` on the CPU, a device-side assert on CUDA)."""
+    if not torch.is_tensor(x) or x.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        got = f"dtype {x.dtype}" if torch.is_tensor(x) else type(x).__name__
+        raise TypeError(f"{name} must be an integer tensor of token ids, got {got}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if x.ndim not in allowed:
+            want = " or ".join(map(str, allowed))
+            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    if not empty_ok and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+    if vocab is not None and x.numel():
+        lo, hi = torch.aminmax(x)
+        if int(lo) < 0 or int(hi) >= vocab:
+            raise ValueError(f"{name} must hold token ids in [0, {vocab}), got ids in [{int(lo)}, {int(hi)}]")
     return x
 
 

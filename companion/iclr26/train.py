@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
+from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module, token_tensor
 
 __all__ = [
     "fit",
@@ -126,11 +126,25 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def _as_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
-    opts = list(optimizer) if isinstance(optimizer, Sequence) else [optimizer]
-    if not opts or not all(isinstance(o, torch.optim.Optimizer) for o in opts):
-        raise TypeError("optimizer must be a torch.optim.Optimizer or a non-empty list of them")
+def _as_optimizers(optimizer: Any, name: str = "optimizer", empty_ok: bool = False) -> list[torch.optim.Optimizer]:
+    opts = list(optimizer) if isinstance(optimizer, Sequence) and not isinstance(optimizer, str) else [optimizer]
+    if (not opts and not empty_ok) or not all(isinstance(o, torch.optim.Optimizer) for o in opts):
+        raise TypeError(f"{name} must be a torch.optim.Optimizer or a {'' if empty_ok else 'non-empty '}list of them")
     return opts
+
+
+def _check_history(history: Any) -> list[dict]:
+    if history is None:
+        return []
+    if not isinstance(history, list) or not all(isinstance(r, Mapping) for r in history):
+        raise TypeError(f"history must be a list of dicts (one row per logged step) or None, got {history!r:.60}")
+    return history
+
+
+def _check_path(path: Any, name: str) -> Path:
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"{name} must be a str or Path (a file path), got {type(path).__name__}")
+    return Path(path)
 
 
 def _scalar(x: Any) -> float:
@@ -325,11 +339,11 @@ def save_checkpoint(
     """Save model weights, optimizer states, the step, RNG states and the history to one safetensors file."""
     from safetensors.torch import save_file
 
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    path = _check_path(path, "path")
     check_module(model)
+    optimizers = _as_optimizers(optimizers, "optimizers", empty_ok=True)
     step = check_int(step, "step", low=0)
-    path = Path(path)
+    history = _check_history(history)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     opt_meta = []
@@ -373,10 +387,10 @@ def load_checkpoint(
     (``step, history = load_checkpoint(...)`` unpacks it)."""
     from safetensors import safe_open
 
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    path = _check_path(path, "path")
+    check_module(model)
+    optimizers = _as_optimizers(optimizers, "optimizers", empty_ok=True)
     restore_rng = check_bool(restore_rng, "restore_rng")
-    path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint path {str(path)!r} does not exist")
     with safe_open(str(path), framework="pt") as f:
@@ -385,7 +399,10 @@ def load_checkpoint(
     if "step" not in meta:
         raise ValueError(f"checkpoint {str(path)!r} was not written by iclr26.train.save_checkpoint")
     state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:  # missing or unexpected keys, or shapes that differ
+        raise ValueError(f"model does not match the checkpoint {str(path)!r}: {e}") from None
     opt_meta = json.loads(meta["optimizers"])
     if len(opt_meta) != len(optimizers):
         raise ValueError(f"checkpoint holds {len(opt_meta)} optimizer state(s), got {len(optimizers)} optimizer(s)")
@@ -462,6 +479,9 @@ def fit(
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be a callable (model, batch) -> loss, got {type(loss_fn).__name__}")
     opts = _as_optimizers(optimizer)
+    own = {id(p) for p in model.parameters()}
+    if not any(id(p) in own for o in opts for g in o.param_groups for p in g["params"]):
+        raise ValueError("optimizer holds none of model's parameters: build it from model.parameters()")
     stream = _BatchStream(batches)
     if steps is None and time_budget is None:
         raise ValueError("give steps or time_budget (or both)")
@@ -493,13 +513,21 @@ def fit(
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError("eval_fn must be a callable model -> dict of metrics, or None")
     eval_every = log_every if eval_every is None else check_int(eval_every, "eval_every", low=1)
+    if stop_fn is not None and not callable(stop_fn):
+        raise TypeError(f"stop_fn must be a callable row -> bool, or None, got {type(stop_fn).__name__}")
     if stop_fn is not None and eval_fn is None:
         raise ValueError("stop_fn needs eval_fn: it is called with each evaluation's metrics")
     if checkpoint_every is not None:
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=1)
     progress = check_bool(progress, "progress")
+    if not isinstance(desc, str):
+        raise TypeError(f"desc must be a str (the progress bar's label), got {type(desc).__name__}")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs checkpoint (a file path)")
+    if checkpoint is not None:
+        _check_path(checkpoint, "checkpoint")
+    if resume is not None and not _check_path(resume, "resume").is_file():
+        raise ValueError(f"resume: checkpoint path {str(resume)!r} does not exist")
     check_choice(distributed, "distributed", ("auto", True, False))
 
     try:
@@ -628,8 +656,10 @@ def next_token_loss(model: Callable, tokens: torch.Tensor, skip: int = 0, *, fee
     if not torch.is_tensor(tokens) or tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
         got = tokens.dtype if torch.is_tensor(tokens) else type(tokens).__name__
         raise TypeError(f"tokens must be an integer tensor of shape (batch, seq), got {got}")
-    if tokens.dim() != 2:
-        raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
+    if tokens.dim() != 2 or tokens.shape[0] == 0:
+        raise ValueError(f"tokens must have shape (batch, seq) with batch >= 1, got {tuple(tokens.shape)}")
+    vocab = getattr(getattr(model, "cfg", None), "vocab_size", None)
+    token_tensor(tokens, "tokens", vocab if isinstance(vocab, int) else None)
     skip = check_int(skip, "skip", low=0)
     feed_last = check_bool(feed_last, "feed_last")
     T = tokens.shape[1]
@@ -643,4 +673,9 @@ def next_token_loss(model: Callable, tokens: torch.Tensor, skip: int = 0, *, fee
             f"model must return logits of shape (batch, seq, vocab) = ({tokens.shape[0]}, {n_in}, vocab), got {got}"
         )
     logits = logits[:, skip : T - 1]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, skip + 1 :].reshape(-1))
+    targets = tokens[:, skip + 1 :]
+    if vocab is None:  # a model that does not declare its vocabulary: check the targets against its logits
+        token_tensor(targets, "tokens", logits.shape[-1])
+    if targets.dtype != torch.int64:  # cross_entropy wants int64 targets; int32 tokens are accepted as the model does
+        targets = targets.long()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

@@ -165,6 +165,13 @@ def make_scenes(
     pal_s = _palette(shapes, "shapes", len(SHAPES))
     if len(pal_c) * len(pal_s) < hi:
         raise ValueError(f"colours × shapes give {len(pal_c) * len(pal_s)} distinct objects, fewer than {hi}")
+    if correlation == 1.0:  # a colour that is also a shape index always gets that shape
+        reachable = sum(1 if c in pal_s else len(set(pal_s)) for c in set(pal_c))
+        if reachable < hi:
+            raise ValueError(
+                f"correlation=1.0 ties each colour to its shape, which gives {reachable} distinct objects, fewer than"
+                f" n_objects={hi}; lower correlation or n_objects"
+            )
     rng = as_generator(seed, "seed")
     k = rng.integers(lo, hi + 1, size=n)
     cells = -np.ones((n, hi), dtype=np.int64)
@@ -175,11 +182,16 @@ def make_scenes(
         cells[i, : k[i]] = rng.choice(grid * grid, size=k[i], replace=False)
         seen: set[tuple[int, int]] = set()
         for j in range(k[i]):
-            while True:
+            for _ in range(_MAX_DRAWS):  # rejection sampling of a pair not yet in the scene
                 c = int(rng.choice(pal_c))
                 s = c if (correlation > 0 and rng.random() < correlation and c in pal_s) else int(rng.choice(pal_s))
                 if (c, s) not in seen:
                     break
+            else:
+                raise ValueError(
+                    f"no new colour-shape pair in {_MAX_DRAWS} draws: correlation={correlation} is too close to 1"
+                    f" for n_objects={hi} distinct objects"
+                )
             seen.add((c, s))
             col[i, j], shp[i, j] = c, s
         words = ["there", "is"]
@@ -190,6 +202,9 @@ def make_scenes(
     t = {name: torch.from_numpy(a) for name, a in (("cells", cells), ("colours", col), ("shapes", shp))}
     images = render_scenes(t["cells"], t["colours"], t["shapes"], grid)
     return Scenes(images, t["cells"], t["colours"], t["shapes"], torch.from_numpy(k), torch.from_numpy(tokens))
+
+
+_MAX_DRAWS = 100_000  # draws per object before make_scenes gives up (a valid call needs a handful)
 
 
 def _palette(value: Sequence[int] | None, name: str, size: int) -> list[int]:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from iclr26.checks import check_float, check_int, torch_generator
+from iclr26.checks import check_float, check_int, token_tensor, torch_generator
 
 __all__ = ["Samples", "sample", "token_log_probs", "masked_log_softmax"]
 
@@ -40,13 +40,23 @@ class Samples(NamedTuple):
     lengths: torch.Tensor
 
 
-def _check_tokens(tokens: Any, name: str) -> torch.Tensor:
+def _check_tokens(tokens: Any, name: str, vocab: int | None = None) -> torch.Tensor:
     if not torch.is_tensor(tokens) or tokens.dtype not in (torch.int64, torch.int32):
         got = tokens.dtype if torch.is_tensor(tokens) else type(tokens).__name__
         raise TypeError(f"{name} must be an integer (long) tensor of shape (batch, seq), got {got}")
     if tokens.dim() != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
         raise ValueError(f"{name} must have shape (batch, seq) with batch, seq >= 1, got {tuple(tokens.shape)}")
+    token_tensor(tokens, name, vocab)
     return tokens.long()
+
+
+def _model_vocab(model: Any) -> int | None:
+    """The vocabulary size a model declares (``model.cfg.vocab_size``, or ``model.config.vocab_size``), if any."""
+    for attr in ("cfg", "config"):
+        v = getattr(getattr(model, attr, None), "vocab_size", None)
+        if isinstance(v, int):
+            return v
+    return None
 
 
 def _logits(out: Any) -> torch.Tensor:
@@ -79,6 +89,12 @@ def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor | None = None
     if allowed is not None:
         if not torch.is_tensor(allowed) or allowed.dtype != torch.bool:
             raise TypeError("allowed must be a bool tensor (vocab,) or (batch, vocab)")
+        try:
+            torch.broadcast_shapes(allowed.shape, z.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"allowed must broadcast to logits' shape {tuple(z.shape)}, got {tuple(allowed.shape)}"
+            ) from None
         if not bool(allowed.any(-1).all()):
             raise ValueError("allowed must allow at least one token in every row")
         z = z.masked_fill(~allowed, float("-inf"))
@@ -136,7 +152,7 @@ def sample(
     """
     if not callable(model):
         raise TypeError(f"model must be callable (tokens -> logits), got {type(model).__name__}")
-    prompt = _check_tokens(prompt, "prompt")
+    prompt = _check_tokens(prompt, "prompt", _model_vocab(model))
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", low=1)
     temperature = check_float(temperature, "temperature", 0.0)
     if generator is not None and seed is not None:
@@ -163,6 +179,8 @@ def sample(
     batch = prompt.shape[0]
     stop = _stop_tensor(stop_token, batch, vocab, device)
     pad = None if pad_token is None else check_int(pad_token, "pad_token", low=0)
+    if pad is not None and vocab is not None and pad >= vocab:
+        raise ValueError(f"pad_token must lie in [0, vocab_size) = [0, {vocab}), got {pad}")
     if seed is not None:
         generator = torch_generator(seed, device)
     last_only = _takes_last_only(model)
@@ -173,6 +191,8 @@ def sample(
     with torch.no_grad():
         for _ in range(max_new_tokens):
             logits = _logits(model(tokens, last_only=True) if last_only else model(tokens))[:, -1]
+            if pad is not None and pad >= logits.shape[-1]:
+                raise ValueError(f"pad_token must lie in [0, vocab) = [0, {logits.shape[-1]}), got {pad}")
             mask = allowed(tokens) if callable(allowed) else allowed
             if mask is not None:
                 mask = mask.to(device)
@@ -221,8 +241,9 @@ def token_log_probs(
     """
     if not callable(model):
         raise TypeError(f"model must be callable (tokens -> logits), got {type(model).__name__}")
-    tokens = _check_tokens(tokens, "tokens")
+    tokens = _check_tokens(tokens, "tokens", _model_vocab(model))
     prompt_len = check_int(prompt_len, "prompt_len", 1, tokens.shape[1] - 1)
     logits = _logits(model(tokens[:, :-1]))[:, prompt_len - 1 :]
+    token_tensor(tokens, "tokens", logits.shape[-1])
     logp = masked_log_softmax(logits, allowed, temperature)
     return logp.gather(-1, tokens[:, prompt_len:, None].to(logp.device)).squeeze(-1)

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int
+from iclr26.checks import check_bool, check_choice, check_float, check_int, float_tensor, token_tensor
 from iclr26.hooks import HookedModule, HookPoint
 
 __all__ = [
@@ -408,13 +408,14 @@ class TinyTransformer(HookedModule):
                 raise TypeError(f"tokens must be an integer (long) tensor, got {got}")
             if tokens.dim() != 2:
                 raise ValueError(f"tokens must have shape (batch, seq), got {tuple(tokens.shape)}")
+            token_tensor(tokens, "tokens", cfg.vocab_size, empty_ok=True)
             x = self.W_E(tokens)
         else:
             if not isinstance(embeds, torch.Tensor) or not embeds.is_floating_point():
                 raise TypeError("embeds must be a floating-point tensor of shape (batch, seq, d_model)")
             if embeds.dim() != 3 or embeds.shape[-1] != cfg.d_model:
                 raise ValueError(f"embeds must have shape (batch, seq, {cfg.d_model}), got {tuple(embeds.shape)}")
-            x = embeds
+            x = float_tensor(embeds, "embeds", finite=False, dtype=self.W_E.weight.dtype)
         if prefix_embeds is not None:
             if not isinstance(prefix_embeds, torch.Tensor) or not prefix_embeds.is_floating_point():
                 raise TypeError("prefix_embeds must be a floating-point tensor of shape (batch, prefix, d_model)")
@@ -429,7 +430,9 @@ class TinyTransformer(HookedModule):
         x = self.hook_embed(x)
         b, s = x.shape[:2]
         if s > cfg.n_ctx:
-            raise ValueError(f"sequence length {s} exceeds n_ctx={cfg.n_ctx}")
+            what = "tokens" if tokens is not None else "embeds"
+            what += " and prefix_embeds" if prefix_embeds is not None else ""
+            raise ValueError(f"{what}: sequence length {s} exceeds n_ctx={cfg.n_ctx}")
         if self.W_pos is not None:
             x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
 
@@ -499,4 +502,5 @@ class TinyVLM(HookedModule):
             raise ValueError(
                 f"patches must have shape (batch, {self.n_patches}, {self.patch_dim}), got {tuple(patches.shape)}"
             )
+        float_tensor(patches, "patches", finite=False, dtype=self.patch_embed.weight.dtype)
         return self.lm(tokens, prefix_embeds=self.patch_embed(patches), last_only=last_only)
