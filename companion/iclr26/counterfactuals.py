@@ -65,9 +65,14 @@ __all__ = [
 def _as_matrix(X, what: str, d: int | None = None) -> np.ndarray:
     if not hasattr(X, "__array__") and not isinstance(X, (list, tuple)):
         raise TypeError(f"{what} must be a 2-D array, got {type(X).__name__}")
-    A = np.asarray(X, dtype=float)
+    try:
+        A = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a 2-D array of numbers") from None
     if A.ndim != 2:
         raise ValueError(f"{what} must be 2-D (rows × features), got shape {A.shape}")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"{what} must have at least one row and one feature, got shape {A.shape}")
     if d is not None and A.shape[1] != d:
         raise ValueError(f"{what} must have {d} columns, got {A.shape[1]}")
     if not np.isfinite(A).all():
@@ -87,6 +92,29 @@ def _row_pairs(X, Y, what: str) -> tuple[np.ndarray, np.ndarray]:
 def _check_model(model) -> None:
     if not hasattr(model, "predict_proba"):
         raise TypeError(f"model must have predict_proba (a fitted classifier), got {type(model).__name__}")
+    if hasattr(model, "get_params") and hasattr(model, "fit"):  # a scikit-learn estimator: is it fitted?
+        from sklearn.exceptions import NotFittedError
+        from sklearn.utils.validation import check_is_fitted
+
+        try:
+            check_is_fitted(model)
+        except NotFittedError:
+            raise ValueError(f"model is an unfitted {type(model).__name__}: fit it first") from None
+
+
+def _numbers(value, what: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__}") from None
+
+
+def _called(fn, arg: np.ndarray, what: str, dtype) -> np.ndarray:
+    """``fn(arg)`` as an array of one value per row of ``arg``; ``ValueError`` naming ``what`` otherwise."""
+    out = np.asarray(fn(arg))
+    if out.shape != (len(arg),):
+        raise ValueError(f"{what} must return one value per row: shape ({len(arg)},), got {out.shape}")
+    return out.astype(dtype)
 
 
 EDIT_TOL = 1e-3
@@ -183,8 +211,8 @@ def nearest_target_cf(model, X, pool, *, metric_weights=None) -> Counterfactuals
     cand = pool[predict_target(model, pool)]
     if len(cand) == 0:
         raise ValueError("pool has no row that the model puts in the target class")
-    w = np.ones(X.shape[1]) if metric_weights is None else np.asarray(metric_weights, float)
-    if w.shape != (X.shape[1],) or (w < 0).any():
+    w = np.ones(X.shape[1]) if metric_weights is None else _numbers(metric_weights, "metric_weights")
+    if w.shape != (X.shape[1],) or not np.isfinite(w).all() or (w < 0).any():
         raise ValueError(f"metric_weights must be {X.shape[1]} non-negative numbers")
     d2 = (((X[:, None, :] - cand[None, :, :]) ** 2) * w).sum(-1)
     R = cand[d2.argmin(1)].copy()
@@ -228,8 +256,8 @@ def wachter_cf(
     margin = check_float(margin, "margin")
     max_grad_norm = check_float(max_grad_norm, "max_grad_norm", 0.0, low_open=True)
     steps, rounds = check_int(steps, "steps", low=1), check_int(rounds, "rounds", low=1)
-    s = np.ones(X.shape[1]) if scale is None else np.asarray(scale, float)
-    if s.shape != (X.shape[1],) or (s <= 0).any():
+    s = np.ones(X.shape[1]) if scale is None else _numbers(scale, "scale")
+    if s.shape != (X.shape[1],) or not np.isfinite(s).all() or (s <= 0).any():
         raise ValueError(f"scale must be {X.shape[1]} positive numbers")
     dev = pick_device(device)
     if dev.type == "mps":
@@ -418,7 +446,7 @@ def baseline_shapley(
     if d <= exact_max:
         masks = _all_masks(d)  # (2^d, d): True = factual value
         H = np.where(masks[None], X[:, None, :], B[:, None, :]).reshape(-1, d)
-        V = np.asarray(f(H), dtype=float).reshape(N, 2**d)
+        V = _called(f, H, "f", float).reshape(N, 2**d)
         sizes = masks.sum(1)
         w = np.array([math.factorial(s) * math.factorial(d - s - 1) / math.factorial(d) for s in range(d)])
         phi = np.empty((N, d))
@@ -460,7 +488,7 @@ def exhaustive_min_edits(valid: Callable[[np.ndarray], np.ndarray], X, Q, *, max
     if max((len(c) for c in diff), default=0) > max_features:
         raise ValueError(f"a row differs in more than max_features={max_features} features; too many subsets")
     best = np.full(len(X), -1)
-    ok_full = np.asarray(valid(Q), dtype=bool) if len(X) else np.zeros(0, bool)
+    ok_full = _called(valid, Q, "valid", bool) if len(X) else np.zeros(0, bool)
     todo = [i for i in range(len(X)) if ok_full[i]]
     for k in range(0, X.shape[1] + 1):
         if not todo:
@@ -474,7 +502,7 @@ def exhaustive_min_edits(valid: Callable[[np.ndarray], np.ndarray], X, Q, *, max
                 owners.append(i)
         if not rows:
             break
-        ok = np.asarray(valid(np.array(rows)), dtype=bool)
+        ok = _called(valid, np.array(rows), "valid", bool)
         owners = np.array(owners)
         solved = set(owners[ok].tolist())
         for i in solved:

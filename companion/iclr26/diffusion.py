@@ -148,7 +148,9 @@ def score_loss(score: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor | f
         raise ValueError(f"score and noise must have the same shape, got {tuple(score.shape)} and {tuple(noise.shape)}")
     if isinstance(sigma, numbers.Real) and not isinstance(sigma, bool):
         sigma = torch.full((score.shape[0],), float(sigma), dtype=score.dtype, device=score.device)
-    sigma = _tensor(sigma, "sigma", ndim=1)
+    sigma = _tensor(sigma, "sigma", ndim=(0, 1))
+    if sigma.ndim == 0:  # one σ for the batch, as ou_alpha_sigma(t) returns for a float t
+        sigma = sigma.expand(score.shape[0])
     if sigma.shape[0] != score.shape[0] or not bool(torch.all(sigma > 0)):
         raise ValueError(f"sigma must be positive with shape ({score.shape[0]},)")
     return (-noise / _bcast(sigma, noise) - score).pow(2).flatten(1).sum(1)
@@ -172,11 +174,13 @@ def ou_sample(
     stochastic = check_bool(stochastic, "stochastic")
     x = _tensor(x_T, "x_T").clone()
     times = _tensor(times, "times", ndim=1)
+    if x.ndim < 1:
+        raise ValueError("x_T must have a batch dimension")
     if times.numel() < 2 or not bool(torch.all(times > 0)) or not bool(torch.all(times[1:] < times[:-1])):
         raise ValueError("times must be a strictly decreasing 1-D grid of at least 2 positive times")
     for t_cur, t_next in zip(times[:-1].tolist(), times[1:].tolist()):
         h = t_cur - t_next
-        s = score_fn(x, torch.full((x.shape[0],), t_cur, device=x.device, dtype=x.dtype))
+        s = _model_output(score_fn(x, torch.full((x.shape[0],), t_cur, device=x.device, dtype=x.dtype)), x, "score_fn")
         if stochastic:
             # exact for the linear part: x <- e^{h/2} x + 2(e^{h/2} - 1) s + sqrt(e^h - 1) z
             z = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
@@ -199,6 +203,7 @@ class NoiseSchedule:
         return int(self.betas.shape[0])
 
     def to(self, device) -> NoiseSchedule:
+        device = check_device(device)
         return NoiseSchedule(self.betas.to(device), self.alpha_bars.to(device))
 
 
@@ -278,13 +283,23 @@ def eps_loss(
     if not callable(model):
         raise TypeError("model must be a callable (x_k, k) -> predicted noise")
     x0 = _tensor(x0, "x0")
+    if x0.ndim < 2:
+        raise ValueError(f"x0 must have shape (batch, ...) with at least one feature axis, got {tuple(x0.shape)}")
     sched = _check_sched(sched)
     check_choice(reduction, "reduction", ("mean", "none"))
     if k is None:
         k = torch.randint(0, sched.T, (x0.shape[0],), generator=generator, device="cpu").to(x0.device)
     xk, eps = q_sample(x0, k, sched, generator=generator)
-    err = (model(xk, k) - eps).pow(2).flatten(1).mean(1)
+    err = (_model_output(model(xk, k), xk, "model") - eps).pow(2).flatten(1).mean(1)
     return err.mean() if reduction == "mean" else err
+
+
+def _model_output(out, x: torch.Tensor, name: str) -> torch.Tensor:
+    """A model's (or score function's) output, which must be a tensor of its input's shape."""
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"{name} must return a tensor of its input's shape {tuple(x.shape)}, got {got}")
+    return out
 
 
 def _check_shape(shape) -> tuple[int, ...]:
@@ -309,6 +324,8 @@ def ddpm_sample(
     The predicted ``x̂_0`` is clipped to ``±clip_x0`` at every step (DDPM's "clip denoised"; ``None`` to skip), which
     keeps the first steps of a schedule with ᾱ_{T-1} ≈ 0 stable.
     """
+    if not callable(model):
+        raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
     device = check_device(device)
     sched = _check_sched(sched).to(device)
     shape = _check_shape(shape)
@@ -317,7 +334,7 @@ def ddpm_sample(
     ab, betas = sched.alpha_bars, sched.betas
     one = torch.tensor(1.0, device=device)
     for k in range(sched.T - 1, -1, -1):
-        eps = model(x, torch.full((shape[0],), k, device=device, dtype=torch.long))
+        eps = _model_output(model(x, torch.full((shape[0],), k, device=device, dtype=torch.long)), x, "model")
         ab_prev = ab[k - 1] if k > 0 else one
         x0 = (x - (1 - ab[k]).sqrt() * eps) / ab[k].sqrt()
         if clip_x0 is not None:
@@ -347,6 +364,8 @@ def ddim_sample(
 
     ``x̂_0`` is clipped to ``±clip_x0`` at every step (``None`` to skip); ε is then recomputed from the clipped ``x̂_0``.
     """
+    if not callable(model):
+        raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
     device = check_device(device)
     sched = _check_sched(sched).to(device)
     steps = check_int(steps, "steps", 1, sched.T)
@@ -363,7 +382,7 @@ def ddim_sample(
     ab = sched.alpha_bars
     for i, k in enumerate(ks):
         kk = torch.full((shape[0],), k, device=device, dtype=torch.long)
-        eps = model(x, kk)
+        eps = _model_output(model(x, kk), x, "model")
         a_t = ab[k]
         a_prev = ab[ks[i + 1]] if i + 1 < len(ks) else torch.tensor(1.0, device=device)
         x0 = (x - (1 - a_t).sqrt() * eps) / a_t.sqrt()
@@ -381,6 +400,8 @@ def ddim_sample(
 def _check_gmm(means: torch.Tensor, covs: torch.Tensor, weights: torch.Tensor) -> None:
     _tensor(means, "means", ndim=2)
     _tensor(covs, "covs", ndim=3)
+    if covs.dtype != means.dtype:
+        raise TypeError(f"means and covs must have one dtype, got {means.dtype} and {covs.dtype}")
     _tensor(weights, "weights", ndim=1)
     K, d = means.shape  # noqa: N806
     if covs.shape != (K, d, d):
@@ -413,6 +434,8 @@ def gmm_score(
     """
     x = _tensor(x, "x", ndim=2)
     _check_gmm(means, covs, weights)
+    if x.dtype != means.dtype:
+        raise TypeError(f"x and means must have one dtype, got {x.dtype} and {means.dtype}")
     if x.shape[1] != means.shape[1]:
         raise ValueError(f"x must have d={means.shape[1]} columns, got {x.shape[1]}")
     t = _times(t, x)
@@ -439,6 +462,8 @@ def gmm_logpdf(x: torch.Tensor, means: torch.Tensor, covs: torch.Tensor, weights
     """
     x = _tensor(x, "x", ndim=2)
     _check_gmm(means, covs, weights)
+    if x.dtype != means.dtype:
+        raise TypeError(f"x and means must have one dtype, got {x.dtype} and {means.dtype}")
     if x.shape[1] != means.shape[1]:
         raise ValueError(f"x must have d={means.shape[1]} columns, got {x.shape[1]}")
     L = torch.linalg.cholesky(covs.to(x.dtype))  # (K, d, d)  # noqa: N806
@@ -459,7 +484,7 @@ def empirical_score(
     the denoising loss on ``data`` and the score a memorising network converges to. Computed in log space, in chunks.
     """
     x = _tensor(x, "x", ndim=2)
-    data = _tensor(data, "data", ndim=2)
+    data = _tensor(data, "data", ndim=2, dtype=x.dtype)
     if x.shape[1] != data.shape[1]:
         raise ValueError(f"x and data must have the same number of columns, got {x.shape[1]} and {data.shape[1]}")
     chunk = check_int(chunk, "chunk", low=1)
@@ -521,6 +546,10 @@ def frechet_distance(feats_a: np.ndarray | torch.Tensor, feats_b: np.ndarray | t
             raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(f).__name__}")
         if f.ndim != 2 or f.shape[0] < 2:
             raise ValueError(f"{name} must have shape (n ≥ 2, p), got {f.shape}")
+        if not np.issubdtype(f.dtype, np.number) or np.issubdtype(f.dtype, np.complexfloating):
+            raise TypeError(f"{name} must hold real numbers, got dtype {f.dtype}")
+        if not np.isfinite(f).all():
+            raise ValueError(f"{name} must be finite (found nan or inf)")
         arrs.append(f.astype(np.float64))
     a, b = arrs
     if a.shape[1] != b.shape[1]:

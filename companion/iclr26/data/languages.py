@@ -100,11 +100,13 @@ class TopicLanguage:
 
     def content_words(self, topic: int) -> np.ndarray:
         """Token ids of the words only ``topic`` uses."""
+        topic = check_int(topic, "topic", 0, self.n_topics - 1)
         lo = self.n_function + topic * self.words_per_topic
         return np.arange(lo, lo + self.words_per_topic)
 
     def ambiguous_words(self, pair: int) -> np.ndarray:
         """Token ids of the words shared by topics ``2 pair`` and ``2 pair + 1``."""
+        pair = check_int(pair, "pair", 0, self.n_topics // 2 - 1)
         lo = self.n_function + self.n_topics * self.words_per_topic + pair * self.n_ambiguous
         return np.arange(lo, lo + self.n_ambiguous)
 
@@ -143,6 +145,8 @@ class TopicLanguage:
         if start < 1:
             raise ValueError(f"seq_len={seq_len} is too short for n_ambiguous_prefix={n_ambiguous_prefix}")
         pivot = start + n_ambiguous_prefix
+        if self.n_topics < 4:
+            raise ValueError(f"garden_path needs n_topics >= 4 (a context topic outside the pair), got {self.n_topics}")
         rng = as_generator(seed)
         pair = rng.integers(self.n_topics // 2, size=n)
         first, second = 2 * pair, 2 * pair + 1

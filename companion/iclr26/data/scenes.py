@@ -106,7 +106,16 @@ class Scenes:
         return torch.stack([self.target_colour + _C0, self.target_shape + _S0], 1)
 
     def subset(self, idx: torch.Tensor | np.ndarray | Sequence[int]) -> Scenes:
-        idx = torch.as_tensor(idx)
+        if isinstance(idx, (str, bytes)) or not isinstance(idx, (torch.Tensor, np.ndarray, Sequence)):
+            raise TypeError(f"idx must be a tensor, array or sequence of scene indices, got {type(idx).__name__}")
+        idx = torch.as_tensor(np.asarray(idx) if isinstance(idx, Sequence) else idx)
+        if idx.dtype == torch.bool:
+            if idx.shape != (len(self),):
+                raise ValueError(f"idx: a bool mask must have shape ({len(self)},), got {tuple(idx.shape)}")
+        elif idx.is_floating_point() or idx.is_complex():
+            raise TypeError(f"idx must hold integer indices or a bool mask, got dtype {idx.dtype}")
+        elif idx.numel() and (int(idx.min()) < -len(self) or int(idx.max()) >= len(self)):
+            raise ValueError(f"idx must index {len(self)} scenes, got indices in [{int(idx.min())}, {int(idx.max())}]")
         return Scenes(*(getattr(self, f)[idx] for f in ("images", "cells", "colours", "shapes", "n_objects", "tokens")))
 
 
@@ -118,8 +127,9 @@ def render_scenes(cells: torch.Tensor, colours: torch.Tensor, shapes: torch.Tens
             raise TypeError(f"{name} must be a 2-D long tensor (scenes, objects)")
     if not cells.shape == colours.shape == shapes.shape:
         raise ValueError("cells, colours and shapes must have one shape")
-    if int(cells.max()) >= grid * grid or int(colours.max()) >= len(COLOURS) or int(shapes.max()) >= len(SHAPES):
-        raise ValueError("cells, colours or shapes out of range")
+    for name, a, n in (("cells", cells, grid * grid), ("colours", colours, len(COLOURS)), ("shapes", shapes, len(SHAPES))):
+        if a.numel() and (int(a.max()) >= n or int(a.min()) < -1):
+            raise ValueError(f"{name} out of range: must lie in [-1, {n}) (-1: none; grid={grid}), got up to {int(a.max())}")
     n, k = cells.shape
     rgb = torch.tensor(list(COLOURS.values()))
     img = torch.zeros(n, grid, grid, 3, 4, 4)

@@ -157,7 +157,7 @@ def _documents(files: list[Path], text_field: str, separator: str | None, n_docs
                 return
 
 
-def _token_ids(doc: Any, tokenizer: Callable[[str], Any] | None, index: int) -> np.ndarray:
+def _token_ids(doc: Any, tokenizer: Callable[[str], Any] | None, index: int, limit: int | None = None) -> np.ndarray:
     if tokenizer is not None:
         if not isinstance(doc, str):
             raise TypeError(f"docs[{index}] must be a str when a tokenizer is given, got {type(doc).__name__}")
@@ -176,6 +176,8 @@ def _token_ids(doc: Any, tokenizer: Callable[[str], Any] | None, index: int) -> 
                          f"shape {arr.shape}")
     if arr.size and arr.min() < 0:
         raise ValueError(f"docs[{index}] holds a negative token id ({arr.min()})")
+    if limit is not None and arr.size and arr.max() > limit:
+        raise ValueError(f"docs[{index}] holds token id {arr.max()}, more than dtype holds ({limit}): use torch.long")
     return arr.astype(np.int64, copy=False)
 
 
@@ -213,12 +215,15 @@ def pack_tokens(
         raise TypeError(f"dtype must be torch.long or torch.int32, got {dtype!r}")
     check_choice(dtype, "dtype", (torch.long, torch.int32))
     np_dtype = np.int64 if dtype == torch.long else np.int32
+    limit = int(np.iinfo(np_dtype).max)
+    if eos_id is not None and eos_id > limit:
+        raise ValueError(f"eos_id={eos_id} does not fit dtype {dtype}")
     eos = np.array([eos_id] if eos_id is not None else [], dtype=np.int64)
     if n_rows is not None:
         flat = np.empty(n_rows * seq_len, dtype=np_dtype)
         filled = 0
         for i, doc in enumerate(docs):
-            for part in (_token_ids(doc, tokenizer, i), eos):
+            for part in (_token_ids(doc, tokenizer, i, limit), eos):
                 take = min(len(part), len(flat) - filled)
                 flat[filled : filled + take] = part[:take]
                 filled += take
@@ -227,7 +232,7 @@ def pack_tokens(
         raise ValueError(f"docs gave only {filled // seq_len} rows of {seq_len} tokens, n_rows={n_rows} wanted")
     parts = []
     for i, doc in enumerate(docs):
-        parts += [_token_ids(doc, tokenizer, i), eos]
+        parts += [_token_ids(doc, tokenizer, i, limit), eos]
     stream = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
     rows = len(stream) // seq_len
     if rows == 0:
