@@ -50,6 +50,7 @@ def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
         raise TypeError(f"x must be a (B, C, H, W) tensor, got {type(x).__name__}")
     if x.ndim != 4:
         raise ValueError(f"x must be a (B, C, H, W) tensor, got shape {tuple(x.shape)}")
+    float_tensor(x, "x", finite=False)
     p = check_int(patch, "patch", low=1)
     B, C, H, W = x.shape  # noqa: N806
     if H % p or W % p:
@@ -66,6 +67,7 @@ def unpatchify(tokens: torch.Tensor, patch: int, channels: int, height: int, wid
     width = check_int(width, "width", low=1)
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a (B, N, p·p·C) tensor, got {type(tokens).__name__}")
+    float_tensor(tokens, "tokens", finite=False, empty_ok=tokens.ndim == 3 and tokens.shape[0] == 0)
     if tokens.ndim != 3:
         raise ValueError(f"tokens must be a (B, N, p·p·C) tensor, got shape {tuple(tokens.shape)}")
     hp, wp = height // p, width // p
@@ -245,12 +247,13 @@ class TinyDiT(HookedModule):
             raise TypeError(f"gates must be a tensor of shape ({self.depth}, {self.heads}), got {type(gates).__name__}")
         if tuple(gates.shape) != (self.depth, self.heads):
             raise ValueError(f"gates must be a tensor of shape ({self.depth}, {self.heads}), got {tuple(gates.shape)}")
+        float_tensor(gates, "gates", ndim=2)
         for b, g in zip(self.blocks, gates):
             b.attn.gate = g.detach().to(b.attn.gate.device, b.attn.gate.dtype).clone()
 
     # -------------------------------------------------------------------------------------- forward
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        x = float_tensor(x, "x", ndim=4)
+        x = float_tensor(x, "x", ndim=4, finite=False, dtype=next(self.parameters()).dtype)
         if tuple(x.shape[1:]) != (self.in_channels, self.img_size, self.img_size):
             raise ValueError(
                 f"x must have shape (B, {self.in_channels}, {self.img_size}, {self.img_size}), got {tuple(x.shape)}"

@@ -81,6 +81,9 @@ class Ensemble(nn.Module):
             raise ValueError(
                 f"x must have shape (M={self.n_members}, batch, ...): one batch per member, got {tuple(x.shape)}"
             )
+        floats = [p.dtype for p in self.stacked if p.is_floating_point()]
+        if x.is_floating_point() and floats and x.dtype != floats[0]:  # integer x (token ids) goes to the members
+            raise TypeError(f"x must have the members' dtype {floats[0]}, got {x.dtype}; convert it with .to()")
         params = dict(zip(self.names, self.stacked))
         buffers = {n: getattr(self, f"buf{i}") for i, n in enumerate(self.buffer_names)}
         if vectorize is None:

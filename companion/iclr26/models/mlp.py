@@ -38,7 +38,7 @@ class MLP(HookedModule):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = float_tensor(x, "x")
+        x = float_tensor(x, "x", finite=False, empty_ok=True, dtype=self.layers[0].weight.dtype)
         if x.ndim == 0 or x.shape[-1] != self.sizes[0]:
             raise ValueError(f"x must have last dimension {self.sizes[0]}, got shape {tuple(x.shape)}")
         for i, layer in enumerate(self.layers):

@@ -85,6 +85,8 @@ def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor | None = None
     if not torch.is_tensor(logits) or not logits.is_floating_point():
         raise TypeError(f"logits must be a floating-point tensor, got {getattr(logits, 'dtype', type(logits))}")
     temperature = check_float(temperature, "temperature", 0.0, low_open=True)
+    if logits.ndim == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have a vocabulary axis (the last) of size >= 1, got shape {tuple(logits.shape)}")
     z = logits.float() / temperature
     if allowed is not None:
         if not torch.is_tensor(allowed) or allowed.dtype != torch.bool:

@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int, float_tensor, token_tensor
+from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, float_tensor, token_tensor
 from iclr26.hooks import HookedModule, HookPoint
 
 __all__ = [
@@ -146,15 +147,22 @@ def prefix_lm_mask(seq: int, prefix_len: int, device: torch.device | str | None 
     positions (a VLM's image patches) form a bidirectional prefix — ``k <= q or k < prefix_len``."""
     seq = check_int(seq, "seq", low=1)
     prefix_len = check_int(prefix_len, "prefix_len", low=0, high=seq)
-    idx = torch.arange(seq, device=device)
+    idx = torch.arange(seq, device=None if device is None else check_device(device))
     return (idx[None, :] <= idx[:, None]) | (idx[None, :] < prefix_len)
 
 
 # ------------------------------------------------------------------------------------------------ blocks
+def _check_block(cfg: Any, layer: Any) -> int:
+    if not isinstance(cfg, TransformerConfig):
+        raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
+    return check_int(layer, "layer", low=0)
+
+
 class Attention(nn.Module):
     """Multi-head attention with α-mixing between the softmax pattern and a constant (uniform) pattern."""
 
     def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        layer = _check_block(cfg, layer)
         super().__init__()
         self.cfg = cfg
         h, dh, d = cfg.n_heads, cfg.d_head, cfg.d_model
@@ -274,6 +282,7 @@ class MLPBlock(nn.Module):
     """The transformer's feed-forward layer: W_out · act(W_in · x + b_in) + b_out."""
 
     def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        layer = _check_block(cfg, layer)
         super().__init__()
         self.W_in = nn.Linear(cfg.d_model, cfg.d_mlp)
         self.W_out = nn.Linear(cfg.d_mlp, cfg.d_model)
@@ -295,6 +304,7 @@ class Block(nn.Module):
     """Pre-LN residual block: x + attn(ln1(x)), then + mlp(ln2(x)). LayerNorms are identities when switched off."""
 
     def __init__(self, cfg: TransformerConfig, layer: int) -> None:
+        layer = _check_block(cfg, layer)
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
         self.ln2 = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
