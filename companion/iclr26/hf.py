@@ -27,7 +27,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, check_module, float_tensor
+from iclr26.checks import (
+    check_bool,
+    check_choice,
+    check_device,
+    check_float,
+    check_int,
+    check_module,
+    float_tensor,
+    token_tensor,
+)
 
 __all__ = [
     "residual_activations",
@@ -57,6 +66,8 @@ def residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int
         raise TypeError(f"input_ids must be an integer tensor of shape (n_seq, T), got {kind}")
     if input_ids.ndim != 2:
         raise ValueError(f"input_ids must have shape (n_seq, T), got {tuple(input_ids.shape)}")
+    vocab = getattr(model.config, "vocab_size", None)
+    token_tensor(input_ids, "input_ids", vocab if isinstance(vocab, int) else None)
     n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", -1)))
     layer = check_int(layer, "layer", low=0)
     if n_layers >= 0 and layer > n_layers:
@@ -333,6 +344,8 @@ def dataset_files(
     command that fetches exactly those files, unless ``allow_download`` (then it fetches the missing ones). A cache
     that holds only some of the matching files gives those: nothing offline can tell which are missing.
     """
+    if isinstance(suffixes, str) or not isinstance(suffixes, Iterable) or not all(isinstance(s, str) for s in suffixes):
+        raise TypeError(f"suffixes must be an iterable of file name endings (str), got {suffixes!r}")
     suffixes = tuple(s.lower() for s in suffixes)
     if isinstance(data_files, str):
         data_files = [data_files]
@@ -357,7 +370,8 @@ def dataset_files(
         files = _matching_files(local, data_files, suffixes)
         if not files:
             want = f"matching {data_files}" if data_files is not None else f"ending with {', '.join(suffixes)}"
-            raise ValueError(f"source: no file {want} under {str(local)!r}")
+            raise ValueError(f"{'data_files' if data_files is not None else 'suffixes'}: no file {want} under "
+                             f"{str(local)!r} (source)")
         return files
     if data_files is None:
         raise ValueError(f"data_files is required for the hub dataset {source!r}: name the files to read (and "
@@ -484,6 +498,8 @@ def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -
     """
     check_module(model)
     names = _names(names)
+    for name in names:  # checked here, so that a wrong name is reported as names, not as forward_hooks' key
+        _submodule(model, name, "names")
     detach = check_bool(detach, "detach")
     store: dict[str, torch.Tensor] = {}
 

@@ -5,6 +5,8 @@ Call :func:`use_style` once at the top of a chapter. Figures then look the same 
 
 from __future__ import annotations
 
+from iclr26.checks import check_float
+
 __all__ = ["use_style", "PALETTE", "savefig"]
 
 PALETTE = "colorblind"
@@ -17,8 +19,7 @@ def use_style(context: str = "notebook", font_scale: float = 1.0) -> None:
 
     if context not in ("paper", "notebook", "talk", "poster"):
         raise ValueError(f"context must be one of 'paper', 'notebook', 'talk', 'poster', got {context!r}")
-    if not isinstance(font_scale, (int, float)) or font_scale <= 0:
-        raise ValueError(f"font_scale must be a positive number, got {font_scale!r}")
+    font_scale = check_float(font_scale, "font_scale", 0.0, low_open=True)
     sns.set_theme(context=context, style="whitegrid", palette=PALETTE, font_scale=font_scale)
     mpl.rcParams.update(
         {
@@ -57,5 +58,7 @@ def savefig(fig, path, **kwargs) -> None:
 
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    if not callable(getattr(fig, "savefig", None)):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     kwargs.setdefault("bbox_inches", "tight")
     fig.savefig(path, **kwargs)

@@ -97,19 +97,19 @@ class Config(dict):
         self[name] = value
 
 
-def _check_table(table: Mapping[str, Mapping[str, Any]]) -> None:
+def _check_table(table: Mapping[str, Mapping[str, Any]], what: str = "table") -> None:
     if not isinstance(table, Mapping):
-        raise TypeError(f"table must be a mapping from scale name to a dict of knobs, got {type(table).__name__}")
+        raise TypeError(f"{what} must be a mapping from scale name to a dict of knobs, got {type(table).__name__}")
     unknown = [k for k in table if k not in SCALES]
     if unknown:
-        raise ValueError(f"table has unknown scale(s) {unknown}; expected keys among {SCALES}")
+        raise ValueError(f"{what} has unknown scale(s) {unknown}; expected keys among {SCALES}")
     missing = [k for k in SCALES if k not in table]
     if missing:
-        raise ValueError(f"table lacks scale(s) {missing}; every chapter defines all of {SCALES}")
+        raise ValueError(f"{what} lacks scale(s) {missing}; every chapter defines all of {SCALES}")
     keys = None
     for name, knobs in table.items():
         if not isinstance(knobs, Mapping):
-            raise TypeError(f"table[{name!r}] must be a dict of knobs, got {type(knobs).__name__}")
+            raise TypeError(f"{what}[{name!r}] must be a dict of knobs, got {type(knobs).__name__}")
         if keys is None:
             keys = set(knobs)
         elif set(knobs) != keys:
@@ -189,6 +189,7 @@ def setup(
     Every argument is checked before anything changes: a bad table, scale, seed, device or thread count raises
     ``TypeError``/``ValueError`` and leaves the style, the seeds and the threads as they were.
     """
+    _check_table(scales, "scales")
     cfg = select_scale(scales, scale)
     style = check_bool(style, "style")
     show = check_bool(show, "show")

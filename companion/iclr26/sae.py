@@ -1090,6 +1090,8 @@ def calibrate_lambda(
     firing density ``mean(z != 0)`` closest to ``target_density`` — the official calibration."""
     x, d = _problem(x, dictionary)
     target_density = check_prob(target_density, "target_density")
+    if grid is not None and (isinstance(grid, str) or not isinstance(grid, (np.ndarray, torch.Tensor, list, tuple))):
+        raise TypeError(f"grid must be None or a sequence of positive λ values, got {type(grid).__name__}")
     grid = np.logspace(-5, -1, 9) if grid is None else np.asarray(grid, dtype=float).reshape(-1)
     if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
         raise ValueError("grid must be a non-empty sequence of finite lam >= 0")

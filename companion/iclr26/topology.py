@@ -32,8 +32,15 @@ __all__ = [
 ]
 
 
+def _floats(x, what: str) -> np.ndarray:
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be an array of numbers, got {type(x).__name__}") from None
+
+
 def _angles(x, what: str) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
+    arr = _floats(x, what)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D array of angles in radians, got shape {arr.shape}")
     if arr.size == 0:
@@ -153,7 +160,7 @@ def persistence(
     """
     from ripser import ripser
 
-    pts = np.asarray(points, dtype=float)
+    pts = _floats(points, "points")
     if pts.ndim != 2 or pts.shape[0] < 3:
         raise ValueError(f"points must be a 2-D array (n_points >= 3, dim), got shape {pts.shape}")
     if not np.all(np.isfinite(pts)):

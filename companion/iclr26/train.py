@@ -211,6 +211,8 @@ def init_distributed(backend: str | None = None) -> DistributedEnv | None:
     """
     import torch.distributed as dist
 
+    if backend is not None:
+        check_choice(backend, "backend", ("nccl", "gloo"))
     env = distributed_env()
     if env is None:
         return None
