@@ -318,6 +318,7 @@ class Entry:
     data: bool = False
     skip: str = ""
     slow: bool = False
+    valid: bool = True  # False: the base call cannot run here (a missing model): only its refusals are checked
     say: dict[str, str] = field(default_factory=dict)
 
 
@@ -325,11 +326,12 @@ ENTRIES: dict[str, Entry] = {}
 
 
 def E(name: str, make: Callable[[], tuple[Callable, dict]], kinds: dict[str, Kind] | None = None, *, extra=(),
-      slow: bool = False, say: dict[str, str] | None = None) -> None:
+      slow: bool = False, say: dict[str, str] | None = None, valid: bool = True) -> None:
     """A callable: ``make()`` returns it and valid keyword arguments; ``extra``: hand-written cases
     ``(label, make, expect, argument)`` with ``expect`` one of ``"bad"``, ``"ok"``, ``"either"``."""
     assert name not in ENTRIES, name
-    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), slow=slow, say=dict(say or {}))
+    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), slow=slow, say=dict(say or {}),
+                          valid=valid)
 
 
 def DATA(*names: str) -> None:
@@ -392,7 +394,7 @@ def run_case(fn: Callable, kwargs: dict, expect: str, arg: str, timeout: float =
                     pass
     except _Timeout:
         return "hang", f"no answer in {timeout:g} s"
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, FileNotFoundError) as e:  # a missing file is FileNotFoundError, as open() says
         signal.setitimer(signal.ITIMER_REAL, 0)
         msg = f"{type(e).__name__}: {e}"
         if expect == "ok":
@@ -437,12 +439,13 @@ def cases(entry: Entry) -> list[Case]:
     """The valid call, then each argument's bad values and stand-ins, then the hand-written cases."""
     if entry.data or entry.skip:
         return []
-    out = [Case(entry.name, "valid", entry.make, "ok", "")]
+    out = [Case(entry.name, "valid", entry.make, "ok", "")] if entry.valid else []
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         _, base = entry.make()
     for arg, kind in entry.kinds.items():
         v = base.get(arg)
-        for expect, values in (("bad", kind.bad(v)), ("ok", kind.ok(v)), ("either", kind.either(v))):
+        groups = (("bad", kind.bad(v)), ("ok", kind.ok(v)), ("either", kind.either(v)))
+        for expect, values in groups if entry.valid else groups[:1]:
             for label, value in values:
                 out.append(Case(entry.name, f"{arg}={label}", entry.make, expect, entry.say.get(arg, arg), (arg, value)))
     for label, make, expect, arg in entry.extra:

@@ -84,7 +84,8 @@ E(P + "checks.check_device", lambda: (checks.check_device, dict(device="cpu", na
   {"device": DEVICE})
 E(P + "checks.check_module", lambda: (checks.check_module, dict(value=nn.Linear(2, 2), name="model")),
   {"value": OBJ}, say={"value": "model"})
-E(P + "checks.token_tensor", lambda: (checks.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4)),
+E(P + "checks.token_tensor",
+  lambda: (checks.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4, ndim=2)),
   {"x": Tokens(4, ranks=(2,))}, say={"x": "ids"})
 E(P + "checks.float_tensor", lambda: (checks.float_tensor, dict(x=randn(3, 2), name="x", ndim=2, last=2)),
   {"x": Floats(ranks=(2,), f64="ok")})
@@ -106,9 +107,9 @@ for kind in ("claim", "check", "control"):
     E(P + f"claims.{kind}", _claim(base, value=1.0, passed=True),
       {"name": STR, "statement": STR, "passed": BOOL, "detail": STR, "kind": CHOICE})
     E(P + f"claims.{kind}_at_least", _claim(getattr(claims, f"{kind}_at_least"), value=1.0, threshold=0.5),
-      {"name": STR, "statement": STR, "value": REAL, "threshold": REAL})
+      {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL})
     E(P + f"claims.{kind}_at_most", _claim(getattr(claims, f"{kind}_at_most"), value=0.5, threshold=1.0),
-      {"name": STR, "statement": STR, "value": REAL, "threshold": REAL})
+      {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL})
     E(P + f"claims.{kind}_greater_than", _claim(getattr(claims, f"{kind}_greater_than"), value=1.0, baseline=0.5),
       {"value": VALUE, "baseline": REAL, "margin": NONNEG})
     E(P + f"claims.{kind}_less_than", _claim(getattr(claims, f"{kind}_less_than"), value=0.5, baseline=1.0),
@@ -175,8 +176,9 @@ E(P + "cli.chapter_title", lambda: (__import__("iclr26.cli").cli.chapter_title, 
 E(P + "cli.read_manifest", lambda: (__import__("iclr26.cli").cli.read_manifest, dict(notebook=_manifested())),
   {"notebook": Given([None, 3])})
 E(P + "cli.check_against_manifest",
-  lambda: (__import__("iclr26.cli").cli.check_against_manifest, dict(result={"claims": [], "glued": {}},
-                                                                     manifest={})),
+  lambda: (__import__("iclr26.cli").cli.check_against_manifest, dict(
+      result={"scale": "ci", "claims": [], "glued": {}, "seconds": 1.0},
+      manifest={"claims": {"ci": []}, "glue": [], "budget_s": {"ci": 60}})),
   {"result": Given([None, 3]), "manifest": Given([None, 3])})
 E(P + "launch.save_result",
   lambda: (__import__("iclr26.launch").launch.save_result, dict(out=str(TMP / "runs"), name="a", record={"x": 1})),
@@ -246,7 +248,7 @@ E(P + "counterfactuals.nearest_target_cf",
   {"model": MODEL, "X": MAT, "pool": MAT,
    "metric_weights": Given([np.array([NAN, 1, 1]), np.array([-1.0, 1, 1]), np.ones(2), "x"], [np.ones(3)])})
 E(P + "counterfactuals.wachter_cf", lambda: (cf.wachter_cf, dict(model=_clf(), X=_neg(2), steps=5, rounds=1)),
-  {"model": MODEL, "X": MAT, "lam": NONNEG, "lr": POS, "steps": INT_POS, "rounds": INT_POS, "margin": NONNEG,
+  {"model": MODEL, "X": MAT, "lam": NONNEG, "lr": POS, "steps": INT_POS, "rounds": INT_POS, "margin": REAL,
    "max_grad_norm": POS, "device": DEVICE,
    "scale": Given([NAN, np.array([NAN, 1, 1]), np.array([0.0, 1, 1]), "x", np.ones(2)], [None, np.ones(3)])})
 E(P + "counterfactuals.growing_spheres_cf",
@@ -362,7 +364,7 @@ E(P + "data.scenes.make_scenes", lambda: (scenes.make_scenes, dict(n=3, n_object
 E(P + "data.scenes.render_scenes",
   lambda: (scenes.render_scenes, dict(cells=_scenes().cells, colours=_scenes().colours, shapes=_scenes().shapes)),
   {"cells": Given([None, torch.full((3, 2), 99)]), "colours": Given([None, torch.full((3, 2), 99)]),
-   "shapes": Given([None, torch.full((3, 2), 99)]), "grid": Int(low=2)})
+   "shapes": Given([None, torch.full((3, 2), 99)]), "grid": INT_POS})
 E(P + "data.scenes.scene_pil_images", lambda: (scenes.scene_pil_images, dict(scenes=_scenes(), size=8)),
   {"scenes": OBJ, "size": INT_POS})
 E(P + "data.scenes.scene_prompts", lambda: (scenes.scene_prompts, dict(scenes=_scenes())), {"scenes": OBJ})
@@ -385,14 +387,15 @@ DATA(P + "diffusion.AlphaSigma", P + "diffusion.Noised", P + "diffusion.Precisio
 T01 = Given([NAN, -0.5, "x", None, torch.tensor([NAN, 0.5])], [np.float32(0.5), torch.tensor(0.5)])
 E(P + "diffusion.ou_alpha_sigma", lambda: (dif.ou_alpha_sigma, dict(t=0.5)), {"t": T01})
 E(P + "diffusion.ou_noise", lambda: (dif.ou_noise, dict(x0=randn(4, 2), t=0.5, generator=g())),
-  {"x0": FLOATS, "t": T01, "noise": Floats(none_ok=True, like=lambda: randn(4, 2)), "generator": Given(["x", 3])})
+  {"x0": Floats(ranks=(1, 2, 3)), "t": T01, "noise": Floats(none_ok=True, like=lambda: randn(4, 2)),
+   "generator": Given(["x", 3])})
 E(P + "diffusion.score_loss", lambda: (dif.score_loss, dict(score=randn(4, 2), noise=randn(4, 2, seed=1), sigma=0.5)),
   {"score": FLOATS, "noise": FLOATS, "sigma": Given([NAN, 0.0, -1.0, "x", None],
                                                      [dif.ou_alpha_sigma(0.5).sigma, torch.full((4,), 0.5)])})
 E(P + "diffusion.ou_sample",
   lambda: (dif.ou_sample, dict(score_fn=lambda x, t: -x, x_T=randn(4, 2), times=torch.linspace(1, 0.1, 5),
                               generator=g())),
-  {"score_fn": Given([None, 3]), "x_T": FLOATS, "times": Floats(ranks=(1,)), "stochastic": BOOL,
+  {"score_fn": Given([None, 3]), "x_T": Floats(ranks=(1, 2, 3)), "times": Floats(ranks=(1,)), "stochastic": BOOL,
    "generator": Given(["x", 3])},
   extra=[X("score_fn returns the wrong shape",
            lambda: (dif.ou_sample, dict(score_fn=lambda x, t: x[:, :1], x_T=randn(4, 2),
@@ -402,14 +405,15 @@ E(P + "diffusion.make_schedule", lambda: (dif.make_schedule, dict(T=20)),
    "beta_end": Real(0, 1, low_open=True, high_open=True)})
 E(P + "diffusion.NoiseSchedule.to", lambda: (dif.make_schedule(10).to, dict(device="cpu")), {"device": DEVICE})
 DATA(P + "diffusion.NoiseSchedule")  # built by make_schedule
-E(P + "diffusion.q_sample", lambda: (dif.q_sample, dict(x0=randn(4, 2), k=torch.tensor([0, 1, 2, 3]),
+E(P + "diffusion.q_sample", lambda: (dif.q_sample, dict(x0=randn(4, 2), k=3,
                                                          sched=dif.make_schedule(10), generator=g())),
-  {"x0": FLOATS, "k": Given([None, -1, 10, "x", 1.5, torch.tensor(3), torch.tensor([0, 99, 0, 0])], [3, np.int64(3)]),
+  {"x0": Floats(ranks=(1, 2, 3)),
+   "k": Given([None, -1, 10, "x", 1.5, torch.tensor([0, 99, 0, 0])], [np.int64(3), torch.tensor([0, 1, 2, 3])]),
    "sched": OBJ, "noise": Floats(none_ok=True, like=lambda: randn(4, 2)), "generator": Given(["x", 3])})
 _EPS = lambda x, k: torch.zeros_like(x)  # noqa: E731
 E(P + "diffusion.eps_loss", lambda: (dif.eps_loss, dict(model=_EPS, x0=randn(4, 2), sched=dif.make_schedule(10),
                                                          generator=g())),
-  {"model": Given([None, 3]), "x0": FLOATS, "sched": OBJ, "k": Given([torch.tensor([0, 1, 2, 99]), "x"]),
+  {"model": Given([None, 3]), "x0": Floats(ranks=(2, 3)), "sched": OBJ, "k": Given([torch.tensor([0, 1, 2, 99]), "x"]),
    "reduction": CHOICE, "generator": Given(["x", 3])})
 E(P + "diffusion.ddpm_sample", lambda: (dif.ddpm_sample, dict(model=_EPS, shape=(2, 3), sched=dif.make_schedule(5),
                                                                generator=g())),
@@ -468,7 +472,7 @@ def _toks(n=2, T=6, vocab=16):
 
 E(P + "hf.residual_activations",
   lambda: (hf.residual_activations, dict(model=_hf_like(), input_ids=_toks(), layer=0, batch_size=2)),
-  {"model": OBJ, "input_ids": Tokens(16, ranks=(2,)), "layer": Int(0, 0), "batch_size": INT_POS})
+  {"model": OBJ, "input_ids": Tokens(16, ranks=(2,)), "layer": Int(0, 1), "batch_size": INT_POS})
 
 
 def _hf_like():
@@ -494,7 +498,7 @@ E(P + "hf.download_allowed", lambda: (hf.download_allowed, dict(allow_download=N
 E(P + "hf.load_pretrained",
   lambda: (hf.load_pretrained, dict(name_or_path=str(TMP / "no-model"), kind="causal_lm", allow_download=False)),
   {"name_or_path": Given([None, 3]), "kind": Given(["nope", 3]), "allow_download": Given([1, "x"]),
-   "device": Given(["nope", 3])}, extra=[])
+   "device": Given(["nope", 3])}, valid=False)  # no model here: every case must be refused before any loading
 E(P + "hf.dataset_files", lambda: (hf.dataset_files, dict(source=_text_dir(), suffixes=(".txt",), allow_download=False)),
   {"source": Given([None, 3, str(TMP / "nothing-here")]), "data_files": Given([3, ["missing.txt"]]),
    "suffixes": Given([3]), "allow_download": Given([1, "x"])})
@@ -503,7 +507,7 @@ E(P + "hf.forward_hooks", lambda: (hf.forward_hooks, dict(model=_tiny(), hooks={
 E(P + "hf.capture", lambda: (hf.capture, dict(model=_tiny(), names="blocks.0")),
   {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL})
 E(P + "hf.steer", lambda: (hf.steer, dict(model=_tiny(), name="blocks.0", vector=torch.zeros(8), scale=1.0)),
-  {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1,)), "scale": REAL})
+  {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1, 2, 3)), "scale": REAL})
 E(P + "hf.block_names", lambda: (hf.block_names, dict(model=_tiny(), within="")),
   {"model": OBJ, "within": Given([None, 3, "no.such"])})
 E(P + "hooks.HookPoint", lambda: (hooks.HookPoint, dict(name="h")), {"name": Given([None, 3, ""])})
@@ -561,9 +565,9 @@ E(P + "models.dit.patchify", lambda: (dit.patchify, dict(x=randn(2, 1, 4, 4), pa
       dit.patchify, dict(x=randn(2, 1, 4, 4), patch=3)), "bad", "patch")])
 E(P + "models.dit.unpatchify", lambda: (dit.unpatchify, dict(tokens=randn(2, 4, 4), patch=2, channels=1, height=4,
                                                               width=4)),
-  {"tokens": Floats(ranks=(3,), nan_ok=True), "patch": INT_POS, "channels": INT_POS, "height": INT_POS, "width": INT_POS})
+  {"tokens": Floats(ranks=(3,), nan_ok=True, empty_ok=True), "patch": INT_POS, "channels": INT_POS, "height": INT_POS, "width": INT_POS})
 E(P + "models.dit.timestep_embedding", lambda: (dit.timestep_embedding, dict(t=torch.tensor([0.0, 5.0]), dim=8)),
-  {"t": Floats(ranks=(1,), int_ok=True, nan_ok=True), "dim": Int(low=2), "max_period": POS})
+  {"t": Floats(ranks=(1,), int_ok=True, nan_ok=True, empty_ok=True), "dim": INT_POS, "max_period": POS})
 
 
 def _dit():
@@ -590,13 +594,13 @@ E(P + "models.ensemble.Ensemble", lambda: (ensemble.Ensemble, dict(members=[nn.L
   {"members": Given([None, 3, [], [3]])})
 E(P + "models.ensemble.Ensemble.forward",
   lambda: (ensemble.Ensemble([nn.Linear(2, 1), nn.Linear(2, 1)]).forward, dict(x=randn(2, 3, 2))),
-  {"x": Floats(ranks=(3,), nan_ok=True), "vectorize": Given([3, "yes"], [None, True, False])})
+  {"x": Floats(ranks=(3,), nan_ok=True, int_ok=True), "vectorize": Given([3, "yes"], [None, True, False])})
 E(P + "models.ensemble.Ensemble.member", lambda: (ensemble.Ensemble([nn.Linear(2, 1)]).member, dict(i=0)),
   {"i": Int(0, 0)})
 E(P + "models.mlp.MLP", lambda: (mlp.MLP, dict(sizes=[2, 4, 1])),
   {"sizes": Given([None, 3, [2], [2, 0, 1], [2, 1.5]]), "act": CHOICE, "bias": BOOL})
 E(P + "models.mlp.MLP.forward", lambda: (mlp.MLP([2, 4, 1]).forward, dict(x=randn(3, 2))),
-  {"x": Floats(ranks=(1, 2), nan_ok=True)})
+  {"x": Floats(ranks=(1, 2, 3), nan_ok=True, empty_ok=True)})
 E(P + "models.sampling.sample", lambda: (sampling.sample, dict(model=_tiny(), prompt=_toks(T=2), max_new_tokens=3,
                                                                 seed=0)),
   {"model": Given([None, 3]), "prompt": Tokens(16, ranks=(2,)), "max_new_tokens": INT_POS, "temperature": NONNEG,
@@ -611,7 +615,7 @@ E(P + "models.sampling.token_log_probs",
   {"model": Given([None, 3]), "tokens": Tokens(16, ranks=(2,)), "prompt_len": Int(1, 5), "temperature": POS,
    "allowed": Given([3, torch.ones(5, dtype=torch.bool)], [None])})
 E(P + "models.sampling.masked_log_softmax", lambda: (sampling.masked_log_softmax, dict(logits=randn(2, 5))),
-  {"logits": Floats(nan_ok=True, ranks=(1, 2, 3)), "temperature": POS,
+  {"logits": Floats(nan_ok=True, empty_ok=True, ranks=(1, 2, 3)), "temperature": POS,
    "allowed": Given([3, torch.ones(4, dtype=torch.bool), torch.zeros(5, dtype=torch.bool)],
                     [None, torch.ones(5, dtype=torch.bool)])})
 CFG = dict(vocab_size=16, n_ctx=8, d_model=8, n_heads=2, d_mlp=16)
@@ -625,7 +629,7 @@ E(P + "models.transformer.TinyTransformer", lambda: (tr.TinyTransformer, dict(cf
 E(P + "models.transformer.TinyTransformer.forward", lambda: (_tiny().forward, dict(tokens=_toks())),
   {"tokens": Tokens(16, ranks=(2,), empty_ok=True), "last_only": BOOL, "prefix_len": Given([-1, "x", 99]),
    "attn_mask": Given(["x", torch.ones(3, 3)])},
-  extra=[X("embeds NaN", lambda: (_tiny().forward, dict(embeds=torch.full((2, 6, 8), NAN))), "bad", "embeds"),
+  extra=[X("embeds NaN", lambda: (_tiny().forward, dict(embeds=torch.full((2, 6, 8), NAN))), "either", "embeds"),
          X("embeds float64", lambda: (_tiny().forward, dict(embeds=randn(2, 6, 8).double())), "either", "embeds"),
          X("too long", lambda: (_tiny().forward, dict(tokens=_toks(T=9))), "bad", "tokens")])
 E(P + "models.transformer.TinyTransformer.hook_axes", lambda: (_tiny().hook_axes, dict(name="embed")),
@@ -781,12 +785,12 @@ def _lab():
 
 
 E(P + "sae.feature_latent_corr", lambda: (sae.feature_latent_corr, dict(z=_xs(16, 6).relu(), labels=_lab())),
-  {"z": D, "labels": LAB})
+  {"z": Z, "labels": LAB})
 E(P + "sae.absorption", lambda: (sae.absorption, dict(z=_xs(16, 6).relu(), labels=_lab(), n_aux=2)),
-  {"z": D, "labels": LAB, "n_aux": INT_POS})
+  {"z": Z, "labels": LAB, "n_aux": INT_POS})
 E(P + "sae.k_sparse_probe_f1", lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
-  {"z": D, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])}, slow=True)
-E(P + "sae.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": D, "labels": LAB})
+  {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])}, slow=True)
+E(P + "sae.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
 
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")
@@ -803,7 +807,7 @@ E(P + "sweep.grid_search", lambda: (sweep.grid_search, dict(objective=_OBJ, grid
   {"objective": Given([None, 3]), "grid": Given([None, 3, {}, {"a": []}, {"a": 3}]),
    "fixed": Given([3, {"a": 1}]), "cache": Given([3, "x"])},
   extra=[X("objective returns NaN", lambda: (sweep.grid_search, dict(objective=lambda c: NAN, grid={"a": [1]})),
-           "bad", "objective"),
+           "either", "objective"),
          X("objective returns a string", lambda: (sweep.grid_search, dict(objective=lambda c: "x", grid={"a": [1]})),
            "bad", "objective")])
 E(P + "sweep.coordinate_descent",

@@ -63,11 +63,17 @@ def _toc_files(node: Any) -> list[str]:
     return files
 
 
+def _path(value: Any, name: str) -> Path:
+    if not isinstance(value, (str, Path)):
+        raise TypeError(f"{name} must be a str or Path, got {type(value).__name__}")
+    return Path(value)
+
+
 def list_chapters(toc: str | Path) -> list[Path]:
     """The chapter notebooks (``nbs/*.ipynb``) that ``_toc.yml`` lists, in book order."""
     import yaml
 
-    toc = Path(toc)
+    toc = _path(toc, "toc")
     if not toc.is_file():
         raise ValueError(f"toc {str(toc)!r} is not a file")
     data = yaml.safe_load(toc.read_text(encoding="utf-8")) or {}
@@ -82,7 +88,7 @@ def list_chapters(toc: str | Path) -> list[Path]:
 
 def chapter_title(notebook: str | Path) -> str:
     """The first ``# heading`` of a notebook (its paper title)."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    nb = json.loads(_path(notebook, "notebook").read_text(encoding="utf-8"))
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "markdown":
             for line in "".join(cell.get("source", "")).splitlines():
@@ -98,7 +104,7 @@ def read_manifest(notebook: str | Path) -> dict[str, Any]:
     sanity checks) a run records at each scale, the glued names the page and outside checks read, and the time budget
     per scale. Raises ``ValueError`` when the notebook has none or it is malformed.
     """
-    path = Path(notebook)
+    path = _path(notebook, "notebook")
     if not path.is_file():
         raise ValueError(f"notebook {str(path)!r} is not a file")
     meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
@@ -129,6 +135,10 @@ def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> 
     that skips or adds a check is visible, never a silent 8/9); a glued name is missing; the run took more than
     1.5× its budget. Warning: it took between 1× and 1.5× its budget (timing noise).
     """
+    if not isinstance(result, dict) or not isinstance(result.get("scale"), str):
+        raise TypeError(f"result must be a run_notebook result (a dict with 'scale', 'claims', ...), got {result!r:.60}")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("claims"), dict):
+        raise TypeError(f"manifest must be a read_manifest dict (with 'claims', 'glue', 'budget_s'), got {manifest!r:.60}")
     errors: list[str] = []
     warnings: list[str] = []
     scale = result["scale"]

@@ -484,7 +484,9 @@ def empirical_score(
     the denoising loss on ``data`` and the score a memorising network converges to. Computed in log space, in chunks.
     """
     x = _tensor(x, "x", ndim=2)
-    data = _tensor(data, "data", ndim=2, dtype=x.dtype)
+    data = _tensor(data, "data", ndim=2)
+    if data.dtype != x.dtype:
+        raise TypeError(f"x and data must have one dtype, got {x.dtype} and {data.dtype}")
     if x.shape[1] != data.shape[1]:
         raise ValueError(f"x and data must have the same number of columns, got {x.shape[1]} and {data.shape[1]}")
     chunk = check_int(chunk, "chunk", low=1)

@@ -100,6 +100,8 @@ def save_result(out: str | Path, name: str, record: dict, model: Any = None) -> 
     ``out/name.safetensors``. Only rank 0 writes under ``torchrun``; returns the JSON path there, else None."""
     from iclr26.checks import check_module, json_value
 
+    if not isinstance(out, (str, Path)):
+        raise TypeError(f"out must be a str or Path (a folder), got {type(out).__name__}")
     if not isinstance(name, str) or not name or any(c in name for c in "/\\"):
         raise ValueError(f"name must be a non-empty file name without slashes, got {name!r}")
     if not isinstance(record, dict):
