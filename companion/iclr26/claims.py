@@ -298,7 +298,8 @@ def claim_at_most(name: str, statement: str, value: Any, threshold: Any, *, kind
 
 
 def _against_baseline(value: Any, baseline: Any, margin: Any) -> tuple[float, float, float]:
-    v, b, m = _check_number(value, "value"), _check_number(baseline, "baseline", finite=True), _check_number(margin, "margin", finite=True)
+    v = _check_number(value, "value")
+    b, m = _check_number(baseline, "baseline", finite=True), _check_number(margin, "margin", finite=True)
     if m < 0:
         raise ValueError(f"margin must be ≥ 0, got {m}")
     return v, b, m
@@ -336,7 +337,8 @@ def claim_less_than(
 
 def claim_close_to(name: str, statement: str, value: Any, target: Any, rtol: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``|value − target| ≤ rtol·|target|``."""
-    v, t, r = _check_number(value, "value"), _check_number(target, "target", finite=True), _check_number(rtol, "rtol", finite=True)
+    v = _check_number(value, "value")
+    t, r = _check_number(target, "target", finite=True), _check_number(rtol, "rtol", finite=True)
     if r < 0:
         raise ValueError(f"rtol must be ≥ 0, got {r}")
     detail = f"target {_fmt(t)} ± {_fmt(r * 100)}%"
@@ -355,7 +357,8 @@ def claim_close_to(name: str, statement: str, value: Any, target: Any, rtol: Any
 
 def claim_between(name: str, statement: str, value: Any, low: Any, high: Any, *, kind: str = "claim") -> Claim:
     """Passes iff ``low ≤ value ≤ high``."""
-    v, lo, hi = _check_number(value, "value"), _check_number(low, "low", finite=True), _check_number(high, "high", finite=True)
+    v = _check_number(value, "value")
+    lo, hi = _check_number(low, "low", finite=True), _check_number(high, "high", finite=True)
     if lo > hi:
         raise ValueError(f"low must be ≤ high, got low={lo}, high={hi}")
     detail = f"in [{_fmt(lo)}, {_fmt(hi)}]"

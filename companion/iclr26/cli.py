@@ -136,9 +136,9 @@ def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> 
     1.5× its budget. Warning: it took between 1× and 1.5× its budget (timing noise).
     """
     if not isinstance(result, dict) or not isinstance(result.get("scale"), str):
-        raise TypeError(f"result must be a run_notebook result (a dict with 'scale', 'claims', ...), got {result!r:.60}")
+        raise TypeError(f"result must be a run_notebook result (a dict with 'scale', 'claims', ...), got {result!r}")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("claims"), dict):
-        raise TypeError(f"manifest must be a read_manifest dict (with 'claims', 'glue', 'budget_s'), got {manifest!r:.60}")
+        raise TypeError(f"manifest must be a read_manifest dict ('claims', 'glue', 'budget_s'), got {manifest!r}")
     errors: list[str] = []
     warnings: list[str] = []
     scale = result["scale"]

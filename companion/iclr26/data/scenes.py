@@ -127,9 +127,11 @@ def render_scenes(cells: torch.Tensor, colours: torch.Tensor, shapes: torch.Tens
             raise TypeError(f"{name} must be a 2-D long tensor (scenes, objects)")
     if not cells.shape == colours.shape == shapes.shape:
         raise ValueError("cells, colours and shapes must have one shape")
-    for name, a, n in (("cells", cells, grid * grid), ("colours", colours, len(COLOURS)), ("shapes", shapes, len(SHAPES))):
+    limits = (("cells", cells, grid * grid), ("colours", colours, len(COLOURS)), ("shapes", shapes, len(SHAPES)))
+    for name, a, n in limits:
         if a.numel() and (int(a.max()) >= n or int(a.min()) < -1):
-            raise ValueError(f"{name} out of range: must lie in [-1, {n}) (-1: none; grid={grid}), got up to {int(a.max())}")
+            got = f"[{int(a.min())}, {int(a.max())}]"
+            raise ValueError(f"{name} out of range: must lie in [-1, {n}) (-1: none; grid={grid}), got {got}")
     n, k = cells.shape
     rgb = torch.tensor(list(COLOURS.values()))
     img = torch.zeros(n, grid, grid, 3, 4, 4)

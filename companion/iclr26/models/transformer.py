@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
