@@ -1448,22 +1448,21 @@ INNER(P + "sae.TemporalSAE.context_codes")
 INNER(P + "sae.TemporalSAE.predict_codes")
 
 
+FIT_KINDS = {  # the training arguments fit_sae and fit_temporal_sae share
+    "steps": INT_POS,
+    "batch_size": INT_POS,
+    "lr": POS,
+    "weight_decay": NONNEG,
+    "warmup": Int(low=0, none_ok=True),
+    "clip": Real(0.0, low_open=True, none_ok=True),
+    "seed": SEED,
+    "progress": BOOL,
+    "desc": STR,
+}
 E(
     P + "sae.fit_sae",
     lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=_xs(), steps=2, batch_size=8, progress=False)),
-    {
-        "sae": OBJ,
-        "x": XS,
-        "steps": INT_POS,
-        "batch_size": INT_POS,
-        "lr": POS,
-        "weight_decay": NONNEG,
-        "warmup": Int(low=0, none_ok=True),
-        "clip": Real(0.0, low_open=True, none_ok=True),
-        "seed": SEED,
-        "progress": BOOL,
-        "desc": STR,
-    },
+    {"sae": OBJ, "x": XS, **FIT_KINDS},
     extra=[
         X(
             "x with the wrong width",
@@ -1476,21 +1475,7 @@ E(
 E(
     P + "sae.fit_temporal_sae",
     lambda: (sae.fit_temporal_sae, dict(tfa=_tfa(), x=randn(4, 5, 4), steps=2, batch_size=2, progress=False)),
-    {
-        "tfa": OBJ,
-        "x": Floats(ranks=(3,)),
-        "steps": INT_POS,
-        "batch_size": INT_POS,
-        "lr": POS,
-        "weight_decay": NONNEG,
-        "warmup": Int(low=0, none_ok=True),
-        "clip": Real(0.0, low_open=True, none_ok=True),
-        "gamma": NONNEG,
-        "min_lr_ratio": PROB,
-        "seed": SEED,
-        "progress": BOOL,
-        "desc": STR,
-    },
+    {"tfa": OBJ, "x": Floats(ranks=(3,)), **FIT_KINDS, "gamma": NONNEG, "min_lr_ratio": PROB},
 )
 E(
     P + "sae.scaling_factor",

@@ -158,6 +158,18 @@ def check_module(value: Any, name: str = "model") -> torch.nn.Module:
     return value
 
 
+def _check_shape(x: torch.Tensor, name: str, ndim: int | tuple[int, ...] | None, empty_ok: bool) -> None:
+    """``x`` has one of the allowed numbers of dimensions (any if ``ndim`` is None) and, unless ``empty_ok``, an
+    element."""
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if x.ndim not in allowed:
+            want = " or ".join(map(str, allowed))
+            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    if not empty_ok and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+
+
 def float_tensor(
     x: Any,
     name: str,
@@ -184,17 +196,11 @@ def float_tensor(
         raise TypeError(f"{name} must be {kinds}, got {type(x).__name__}")
     if not torch.is_floating_point(x):
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if x.ndim not in allowed:
-            want = " or ".join(map(str, allowed))
-            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
-    elif x.ndim == 0:
+    _check_shape(x, name, ndim, empty_ok)
+    if ndim is None and x.ndim == 0:
         raise ValueError(f"{name} must have at least one dimension, got a 0-d tensor")
     if last is not None and (x.ndim == 0 or x.shape[-1] != last):
         raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
-    if not empty_ok and x.numel() == 0:
-        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
     if dtype is not None and x.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype} (the model's), got {x.dtype}; convert it with .to({dtype})")
     if finite and x.numel():
@@ -210,19 +216,13 @@ def float_tensor(
 def token_tensor(
     x: Any, name: str, vocab: int | None = None, ndim: int | tuple[int, ...] | None = None, *, empty_ok: bool = False
 ) -> torch.Tensor:
-    """Return ``x`` if it is an integer tensor (int64 or int32, not bool) of token ids in ``[0, vocab)`` with the
-    allowed number(s) of dimensions, else raise naming ``name``: an id out of range would otherwise fail deep inside
-    an embedding lookup (an ``IndexError`` on the CPU, a device-side assert on CUDA)."""
+    """Return ``x`` if it is an integer tensor (not bool) of token ids in ``[0, vocab)`` with the allowed number(s) of
+    dimensions, else raise naming ``name``: an id out of range would otherwise fail deep inside an embedding lookup
+    (an ``IndexError`` on the CPU, a device-side assert on CUDA). A caller that needs int64 converts it."""
     if not torch.is_tensor(x) or x.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         got = f"dtype {x.dtype}" if torch.is_tensor(x) else type(x).__name__
         raise TypeError(f"{name} must be an integer tensor of token ids, got {got}")
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else ndim
-        if x.ndim not in allowed:
-            want = " or ".join(map(str, allowed))
-            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
-    if not empty_ok and x.numel() == 0:
-        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+    _check_shape(x, name, ndim, empty_ok)
     if vocab is not None and x.numel():
         try:
             lo, hi = (int(v) for v in torch.aminmax(x))
