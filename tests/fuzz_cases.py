@@ -317,7 +317,6 @@ class Entry:
     extra: list[tuple[str, Callable[[], tuple[Callable, dict]], str, str]] = field(default_factory=list)
     data: bool = False
     skip: str = ""
-    slow: bool = False
     valid: bool = True  # False: the base call cannot run here (a missing model): only its refusals are checked
     say: dict[str, str] = field(default_factory=dict)
 
@@ -331,14 +330,13 @@ def E(
     kinds: dict[str, Kind] | None = None,
     *,
     extra=(),
-    slow: bool = False,
     say: dict[str, str] | None = None,
     valid: bool = True,
 ) -> None:
     """A callable: ``make()`` returns it and valid keyword arguments; ``extra``: hand-written cases
     ``(label, make, expect, argument)`` with ``expect`` one of ``"bad"``, ``"ok"``, ``"either"``."""
     assert name not in ENTRIES, name
-    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), slow=slow, say=dict(say or {}), valid=valid)
+    ENTRIES[name] = Entry(name, make, dict(kinds or {}), list(extra), say=dict(say or {}), valid=valid)
 
 
 def DATA(*names: str) -> None:

@@ -699,7 +699,6 @@ E(
         "seed": SEED,
         "categorical": CHOICE,
     },
-    slow=True,
 )
 
 # ------------------------------------------------------------------------------------------------ diffusion
@@ -1583,7 +1582,6 @@ E(
     P + "sae.k_sparse_probe_f1",
     lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
     {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])},
-    slow=True,
 )
 E(P + "sae.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
 
@@ -1668,7 +1666,6 @@ E(
         "seed": SEED,
         "sample": CHOICE,
     },
-    slow=True,
 )
 E(
     P + "topology.Persistence",
