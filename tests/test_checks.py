@@ -184,7 +184,7 @@ def test_torch_generator_bad_input():
 
 # ------------------------------------------------------------------------------------------------ every module
 def _fake_lm():
-    """A stand-in for a transformers causal LM: a config, parameters, and hidden states on call."""
+    """A stand-in for a transformers causal LM: a config, parameters, and a list of blocks that each add 1."""
 
     class FakeLM(torch.nn.Module):
         config = types.SimpleNamespace(num_hidden_layers=2)
@@ -192,10 +192,13 @@ def _fake_lm():
         def __init__(self):
             super().__init__()
             self.w = torch.nn.Parameter(torch.zeros(1))
+            self.layers = torch.nn.ModuleList([torch.nn.Identity(), torch.nn.Identity()])
 
-        def forward(self, input_ids, output_hidden_states=True):
+        def forward(self, input_ids, **kwargs):
             h = input_ids.float()[..., None].expand(-1, -1, 3)
-            return types.SimpleNamespace(hidden_states=[h, h + 1, h + 2])
+            for block in self.layers:
+                h = block(h + 1)
+            return h
 
     return FakeLM()
 

@@ -415,26 +415,87 @@ def test_capture_keeps_the_graph_when_asked(gpt2):
 
 
 # ------------------------------------------------------------------------------------------------ residual_activations
-@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox"])
-def test_hf_residual_activations_on_tiny_local_model(tmp_path, arch):
+def _tiny_causal_lm(arch: str):
     if arch == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32)
-    else:
-        cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2,
-                                         intermediate_size=32, vocab_size=50, max_position_embeddings=32)
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+        return _gpt2()
+    if arch == "llama":
+        return _llama()
+    cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32,
+                                     vocab_size=50, max_position_embeddings=32)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox", "llama"])
+def test_hf_residual_activations_match_the_hidden_states(tmp_path, arch):
+    """Every layer, from the embeddings (0) to the last block after the final norm (n), is hidden_states[layer]."""
+    model = _tiny_causal_lm(arch)
+    model.save_pretrained(tmp_path)
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = torch.randint(0, 50, (5, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        hs = model(ids, output_hidden_states=True).hidden_states
+    for layer in range(3):
+        acts = residual_activations(model, ids, layer, batch_size=2)
+        assert acts.shape == (5, 10, 16) and acts.dtype == torch.float32
+        assert torch.allclose(acts, hs[layer], atol=1e-6)
+    several = residual_activations(model, ids.numpy().astype("int32"), layers=[2, 0, 1])
+    assert list(several) == [2, 0, 1]  # in the order asked for
+    assert all(torch.allclose(several[k], hs[k], atol=1e-6) for k in range(3))
+    tfa = TemporalSAE(16, 32, k=2, scaling_factor=scaling_factor(several[1]))
+    assert tfa(several[1])[0].shape == several[1].shape
+
+
+def test_hf_residual_activations_stop_after_the_deepest_layer(llama):
+    """The blocks above the deepest layer asked for and the LM head never run; the hooks are gone afterwards."""
+    ran = []
+
+    def note(name):
+        return lambda *args: ran.append(name)
+
+    names = ["model.layers.0", "model.layers.1", "model.norm", "lm_head"]
+    before = _hooks(llama)
+    with forward_hooks(llama, {name: note(name) for name in names}):
+        residual_activations(llama, torch.ones(3, 4, dtype=torch.long), layers=[0, 1], batch_size=2)
+        assert ran == ["model.layers.0"] * 2
+        ran.clear()
+        residual_activations(llama, torch.ones(1, 4, dtype=torch.long), 0)
+        assert ran == []
+        residual_activations(llama, torch.ones(1, 4, dtype=torch.long), 2)
+        assert ran == ["model.layers.0", "model.layers.1", "model.norm"]  # no lm_head
+    assert _hooks(llama) == before
+
+
+def test_hf_residual_activations_bad_input(gpt2):
     ids = torch.randint(0, 50, (3, 10))
-    acts = residual_activations(model, ids, layer=1, batch_size=2)
-    assert acts.shape == (3, 10, 16) and acts.dtype == torch.float32
-    tfa = TemporalSAE(16, 32, k=2, scaling_factor=scaling_factor(acts))
-    assert tfa(acts)[0].shape == acts.shape
-    with pytest.raises(ValueError, match="layer"):
-        residual_activations(model, ids, layer=9)
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 2\]"):
+        residual_activations(gpt2, ids, layer=9)
+    with pytest.raises(ValueError, match="layers must be in"):
+        residual_activations(gpt2, ids, layers=[1, 3])
+    with pytest.raises(ValueError, match="layer must be"):
+        residual_activations(gpt2, ids, layer=-1)
+    with pytest.raises(TypeError, match="exactly one of layer"):
+        residual_activations(gpt2, ids)
+    with pytest.raises(TypeError, match="exactly one of layer"):
+        residual_activations(gpt2, ids, 1, layers=[1])
+    with pytest.raises(TypeError, match="layers must be a list"):
+        residual_activations(gpt2, ids, layers=1)
+    with pytest.raises(ValueError, match="at least one"):
+        residual_activations(gpt2, ids, layers=[])
+    with pytest.raises(ValueError, match="repeat"):
+        residual_activations(gpt2, ids, layers=[1, 1])
+    with pytest.raises(TypeError, match="layer"):
+        residual_activations(gpt2, ids, layer=1.0)
     with pytest.raises(TypeError, match="input_ids"):
-        residual_activations(model, ids.float(), layer=1)
+        residual_activations(gpt2, ids.float(), layer=1)
     with pytest.raises(ValueError, match="input_ids"):
-        residual_activations(model, ids[0], layer=1)
+        residual_activations(gpt2, ids[0], layer=1)
+    with pytest.raises(ValueError, match="input_ids"):
+        residual_activations(gpt2, ids[:0], layer=1)
+    with pytest.raises(ValueError, match="batch_size"):
+        residual_activations(gpt2, ids, layer=1, batch_size=0)
+    with pytest.raises(TypeError, match="model"):
+        residual_activations(nn.Linear(2, 2), ids, layer=1)
 
 
 # ------------------------------------------------------------------------------------------------ image_features

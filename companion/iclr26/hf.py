@@ -54,33 +54,111 @@ __all__ = [
 ]
 
 
-def residual_activations(model: Any, input_ids: Any, layer: int, batch_size: int = 8) -> torch.Tensor:
-    """Residual-stream activations of a transformers causal LM after block ``layer`` (``hidden_states[layer]``,
-    where 0 is the embedding output) for ``input_ids`` of shape ``(n_seq, T)``; returns float32 on the CPU."""
-    if not hasattr(model, "config") or not callable(model):
+class _Stop(Exception):
+    """Raised by the hook after the deepest layer that was asked for: the rest of the forward pass never runs."""
+
+
+def _layer_list(layer: Any, layers: Any, n_layers: int) -> tuple[list[int], bool]:
+    """The requested layers (sorted, unique) and whether one int was asked for (then a tensor is returned)."""
+    if (layer is None) == (layers is None):
+        raise TypeError("residual_activations takes exactly one of layer (an int) and layers (a list of ints)")
+    if layer is not None:
+        wanted, single = [check_int(layer, "layer", low=0)], True
+    else:
+        if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+            raise TypeError(f"layers must be a list of ints, got {type(layers).__name__}")
+        wanted, single = [check_int(v, "layers[]", low=0) for v in layers], False
+        if not wanted:
+            raise ValueError("layers must hold at least one layer")
+        if len(set(wanted)) != len(wanted):
+            raise ValueError(f"layers must not repeat a layer, got {wanted}")
+    name = "layer" if single else "layers"
+    if max(wanted) > n_layers:
+        raise ValueError(f"{name} must be in [0, {n_layers}] (0: the embeddings, {n_layers}: the last block's "
+                         f"output after the final norm), got {layer if single else wanted}")
+    return wanted, single
+
+
+def residual_activations(
+    model: Any,
+    input_ids: Any,
+    layer: int | None = None,
+    batch_size: int | None = None,
+    *,
+    layers: Iterable[int] | None = None,
+) -> torch.Tensor | dict[int, torch.Tensor]:
+    """The residual stream of a transformers causal LM at one layer or several, for ``input_ids`` of shape
+    ``(n_seq, T)``, computing no more of the model than it needs.
+
+    Layers count as ``output_hidden_states`` does: ``0`` is the embedding output (the first block's input), ``l`` the
+    output of block ``l`` (``hidden_states[l]``), and ``num_hidden_layers`` the last block's output after the final
+    norm (``last_hidden_state``). Hooks stop the forward pass right after the deepest layer asked for, so the blocks
+    above it and the LM head (SmolLM2's 49k-way logits) never run; hooks already on the model (:func:`steer`) run
+    first, so a steered block shows. No KV cache is built; the rows run ``batch_size`` at a time (default: about 2,048
+    tokens a batch, where CPU matmuls reach their peak). ``layer=3`` returns a float32 CPU tensor ``(n_seq, T, d)``;
+    ``layers=[3, 6]`` a dict ``{3: tensor, 6: tensor}``.
+    """
+    if not hasattr(model, "config") or not isinstance(model, nn.Module):
         raise TypeError(f"model must be a transformers model, got {type(model).__name__}")
     if isinstance(input_ids, np.ndarray):
         input_ids = torch.from_numpy(input_ids)
     if not torch.is_tensor(input_ids) or input_ids.dtype not in (torch.int64, torch.int32):
         kind = f"dtype {input_ids.dtype}" if torch.is_tensor(input_ids) else type(input_ids).__name__
         raise TypeError(f"input_ids must be an integer tensor of shape (n_seq, T), got {kind}")
-    if input_ids.ndim != 2:
-        raise ValueError(f"input_ids must have shape (n_seq, T), got {tuple(input_ids.shape)}")
+    if input_ids.ndim != 2 or 0 in input_ids.shape:
+        raise ValueError(f"input_ids must have shape (n_seq, T) with n_seq, T >= 1, got {tuple(input_ids.shape)}")
     vocab = getattr(model.config, "vocab_size", None)
     token_tensor(input_ids, "input_ids", vocab if isinstance(vocab, int) else None)
-    n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", -1)))
-    layer = check_int(layer, "layer", low=0)
-    if n_layers >= 0 and layer > n_layers:
-        raise ValueError(f"layer must be in [0, {n_layers}], got {layer}")
-    batch_size = check_int(batch_size, "batch_size", low=1)
+    blocks = block_names(model)
+    n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", len(blocks))))
+    wanted, single = _layer_list(layer, layers, n_layers)
+    n_seq, T = input_ids.shape
+    batch_size = max(1, 2048 // T) if batch_size is None else check_int(batch_size, "batch_size", low=1)
+    base = getattr(model, "base_model", model)  # a transformers LM's body, without its head
+    deepest = max(wanted)
+    store: dict[int, torch.Tensor] = {}
+
+    def recorder(at: int) -> Callable[..., None]:
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            store[at] = _main_output(output, blocks[at - 1] if at < n_layers else "the base model")
+            if at == deepest:
+                raise _Stop
+
+        return hook
+
+    def embeddings(module: nn.Module, args: tuple, kwargs: dict) -> None:  # block 0's input: hidden_states[0]
+        store[0] = args[0] if args else kwargs["hidden_states"]
+        if deepest == 0:
+            raise _Stop
+
+    handles = []
+    out: dict[int, torch.Tensor] = {}
     device = next(model.parameters()).device
-    outs = []
-    with torch.no_grad():
-        for i in range(0, input_ids.shape[0], batch_size):
-            ids = input_ids[i : i + batch_size].long().to(device)
-            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
-            outs.append(hs[layer].float().cpu())
-    return torch.cat(outs)
+    try:
+        for at in wanted:
+            if at == 0:
+                handles.append(model.get_submodule(blocks[0]).register_forward_pre_hook(embeddings, with_kwargs=True))
+            else:
+                target = base if at == n_layers else model.get_submodule(blocks[at - 1])
+                handles.append(target.register_forward_hook(recorder(at)))
+        with torch.inference_mode():
+            for i in range(0, n_seq, batch_size):
+                store.clear()
+                try:
+                    model(input_ids=input_ids[i : i + batch_size].long().to(device), use_cache=False)
+                except _Stop:
+                    pass
+                for at in wanted:
+                    if at not in store:
+                        raise RuntimeError(f"the forward pass of {type(model).__name__} never reached layer {at} "
+                                           f"(the blocks {blocks[0]!r}…{blocks[-1]!r} and the base model's output)")
+                    if at not in out:
+                        out[at] = torch.empty(n_seq, T, store[at].shape[-1], dtype=torch.float32)
+                    out[at][i : i + batch_size] = store[at]
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out[wanted[0]] if single else {at: out[at] for at in wanted}
 
 
 _IMAGENET_MEAN, _IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -560,3 +638,4 @@ def block_names(model: nn.Module, within: str = "") -> list[str]:
     sub, blocks = min(lists, key=lambda nm: (nm[0].count("."), -len(nm[1])))
     prefix = ".".join(p for p in (within, sub) if p)
     return [f"{prefix}.{i}" for i in range(len(blocks))]
+
