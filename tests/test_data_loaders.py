@@ -1,5 +1,6 @@
-"""Tests of the paper-scale loaders of iclr26.data on tiny local files (nothing downloads): text corpora and token
-packing (data/text.py), image folders, .npz arrays and parquet image datasets (data/images.py)."""
+"""Tests of the text and image loaders of iclr26.data on tiny local files (nothing downloads): Python's own prose,
+text corpora and token packing with document ids (data/text.py), image folders, .npz arrays and parquet image
+datasets (data/images.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from iclr26.data import (
     ImageData,
     images_to_tensor,
     load_image_dataset,
+    load_prose,
     load_text_corpus,
     pack_tokens,
 )
@@ -160,6 +162,36 @@ def test_pack_tokens_concatenates_with_eos_and_cuts_rows():
     assert pack_tokens(docs, 3, 1, tokenizer=CharTokenizer()).tolist() == [[98, 99, 0]]
     assert next(docs) == "cd"
     assert pack_tokens(["ab", "cd"], 3, tokenizer=CharTokenizer()).tolist() == [[98, 99, 0], [100, 101, 0]]
+
+
+def test_pack_tokens_gives_each_token_its_document():
+    docs = [[1, 2, 3], np.array([4, 5]), torch.tensor([6, 7, 8, 9])]
+    ids, doc = pack_tokens(docs, 4, eos_id=0, return_doc_ids=True)
+    assert ids.tolist() == [[1, 2, 3, 0], [4, 5, 0, 6], [7, 8, 9, 0]]
+    assert doc.tolist() == [[0, 0, 0, 0], [1, 1, 1, 2], [2, 2, 2, 2]] and doc.dtype == torch.long  # EOS ends its doc
+    ids, doc = pack_tokens(itertools.repeat([5, 6]), 3, 2, return_doc_ids=True, dtype=torch.int32)
+    assert ids.dtype == torch.int32 and doc.tolist() == [[0, 0, 1], [1, 2, 2]]
+    full = pack_tokens(docs, 3, eos_id=0, return_doc_ids=True)
+    first = pack_tokens(docs, 3, 3, eos_id=0, return_doc_ids=True)
+    assert full[0].shape == (4, 3) and all(torch.equal(a[:3], b) for a, b in zip(full, first))
+    with pytest.raises(TypeError, match="return_doc_ids"):
+        pack_tokens(docs, 3, return_doc_ids=1)
+
+
+def test_load_prose_is_pythons_documentation_without_code():
+    from pydoc_data.topics import topics
+
+    prose = load_prose()
+    assert list(prose) == sorted(topics) and len(prose) >= 70
+    assert 200_000 < sum(map(len, prose.values())) < sum(map(len, topics.values()))
+    assert prose["assignment"].startswith("Assignment statements\n\nAssignment statements are used to (re)bind names")
+    text = "\n\n".join(prose.values())
+    assert "assignment_stmt ::=" not in text and ">>> " not in text and "****" not in text and "+---" not in text
+    assert load_prose(prose_only=False) == {name: topics[name] for name in sorted(topics)}
+    ids, doc = pack_tokens(prose.values(), 64, tokenizer=CharTokenizer(), return_doc_ids=True)
+    assert ids.shape == doc.shape and doc[-1, -1] > doc[0, 0] == 0  # many documents, boundaries inside rows
+    with pytest.raises(TypeError, match="prose_only"):
+        load_prose(prose_only="yes")
 
 
 def test_pack_tokens_with_a_transformers_tokenizer():

