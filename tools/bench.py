@@ -5,7 +5,7 @@ in every chapter's header.
 
     python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
     python tools/bench.py --only influential_sets --scales ci
-    python tools/bench.py --fit-only --skip-sae --skip-attention
+    python tools/bench.py --fit-only --skip-sae --skip-attention --skip-lm
     python tools/bench.py --pages-only        # re-check the last runs against the manifests, rewrite the pages
 
 Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_attention import attention_speed  # noqa: E402
+from bench_lm import lm_speed  # noqa: E402
 from bench_sae import sae_speed  # noqa: E402
 from headers import update_headers  # noqa: E402
 from reproducibility import write_page  # noqa: E402
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-attention", action="store_true", help="skip the attention fast-path benchmark (TinyTransformer)"
     )
+    parser.add_argument(
+        "--skip-lm", action="store_true", help="skip SmolLM2-135M's residual-activation benchmark (tools/bench_lm.py)"
+    )
     parser.add_argument("--out", default=str(ROOT / "_build" / "bench.json"))
     parser.add_argument(
         "--pages-only", action="store_true", help="re-render the pages and headers from the last bench file (--out)"
@@ -249,6 +253,15 @@ def main(argv: list[str] | None = None) -> int:
             f"TinyTransformer attention: fast {tps['fast']:,.0f} tokens/s, explicit {tps['explicit']:,.0f} "
             f"-> speedup {attention['speedup']:.2f}"
         )
+    lm = None
+    if not args.skip_lm:
+        lm = lm_speed()
+        tps, gf = lm["tokens_per_s"], lm["gflops"]
+        print(
+            f"SmolLM2-135M layer-{lm['config']['layer']} activations: residual_activations {tps['residual']:,.0f} "
+            f"tokens/s ({gf['residual']:.0f} GFLOP/s, {lm['fraction_of_matmul']:.0%} of the {gf['matmul']:.0f} "
+            f"GFLOP/s matmul rate), plain forward {tps['plain']:,.0f} tokens/s -> speedup {lm['speedup']:.1f}"
+        )
     merged_from = None
     if previous is not None:
         rerun = {(Path(r["notebook"]).stem, r["scale"]) for r in runs}
@@ -259,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = sorted(kept + runs, key=lambda r: (order.get(Path(r["notebook"]).stem, len(order)), r["scale"]))
         sae = sae if sae is not None else previous.get("sae_speed")
         attention = attention if attention is not None else previous.get("attention_speed")
+        lm = lm if lm is not None else previous.get("lm_speed")
         merged_from = previous.get("merged_from") or previous["date"]
     bench = {
         "date": dt.date.today().isoformat(),
@@ -268,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "fit_overhead": overhead,
         "sae_speed": sae,
         "attention_speed": attention,
+        "lm_speed": lm,
         "runs": runs,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

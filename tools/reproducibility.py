@@ -135,6 +135,31 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
             f"{att['max_abs_diff']['grad']:.1e} in every gradient (float32 rounding).",
             "",
         ]
+    lm = meta.get("lm_speed")
+    if lm:
+        tps, gf, c, m = lm["tokens_per_s"], lm["gflops"], lm["config"], lm["model"]
+        lines += [
+            "## A real language model's activations",
+            "",
+            f"One benchmark run of `tools/bench_lm.py`: the residual stream of {m['name']} (the dequantised Q4_1 "
+            f"build, float32) after block {c['layer']} of {m['layers']}, for {c['n_tokens']:,} tokens of Python's "
+            f"documentation in windows of {c['window']}, batches of {c['batch']} windows, {c['threads']} threads, "
+            "the three measurements interleaved batch by batch. GFLOP/s count the linear layers of the blocks that "
+            f"run ({lm['gflop_per_token']:.3f} GFLOP per token).",
+            "",
+            "| measurement | tokens/s | GFLOP/s |",
+            "|---|---|---|",
+            f"| `iclr26.hf.residual_activations(model, ids, {c['layer']})`: blocks 1–{c['layer']} only, no logits "
+            f"| {tps['residual']:,.0f} | {gf['residual']:.0f} |",
+            f"| `model(ids, output_hidden_states=True)`: every block and the logits | {tps['plain']:,.0f} | |",
+            f"| one block's matmuls on the model's own shapes (median; best {gf['matmul_best']:.0f}) | | "
+            f"{gf['matmul']:.0f} |",
+            "",
+            f"`residual_activations` runs at **{lm['fraction_of_matmul']:.0%}** of the matmul rate and "
+            f"**{lm['speedup']:.1f}×** as fast as the plain forward pass; the goals are ≥ 60 % and ≥ 4×. Loading the "
+            f"model from its converted copy took {lm['load_seconds']:.1f} s.",
+            "",
+        ]
     out = Path(out)
     out.write_text("\n".join(lines))
     return out
