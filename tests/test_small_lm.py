@@ -116,6 +116,8 @@ def test_small_lm_bad_input(tiny_gguf, tmp_path):
         lm_cache_dir("")
     with pytest.raises(TypeError, match="convert"):
         load_small_lm(tiny_gguf, convert="yes")
+    with pytest.raises(TypeError, match="out_dir"):
+        convert_gguf(tiny_gguf, 3)
     with pytest.raises(TypeError, match="force"):
         convert_gguf(tiny_gguf, tmp_path / "x", force=1)
     with pytest.raises(ValueError, match="device"):

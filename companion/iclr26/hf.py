@@ -781,7 +781,9 @@ def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike | None
     and 1.2 GB of memory for SmolLM2-135M on 2 CPU cores; 540 MB on disk.
     """
     gguf = _gguf_path(gguf_file)
-    folder = lm_cache_dir() / gguf.stem if out_dir is None else lm_cache_dir(out_dir)
+    if out_dir is not None and (not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir)):
+        raise TypeError(f"out_dir must be a str or os.PathLike naming a folder, got {out_dir!r}")
+    folder = lm_cache_dir() / gguf.stem if out_dir is None else Path(out_dir).expanduser()
     force = check_bool(force, "force")
     source = _source(gguf)
     if not force and _is_converted(folder, source):
