@@ -166,3 +166,29 @@ def test_numpy_scalars_are_accepted_and_wrong_types_are_type_errors():
             make_optimizer("muon", model, **kwargs)
     with pytest.raises(ValueError, match="pre_conditioner_update_probability"):
         make_optimizer("kron", model, pre_conditioner_update_probability=0.0)
+
+
+def test_nadamw_is_optax_nadamw():
+    """nadamw follows optax's ``nadamw`` (scale_by_adam(nesterov=True), decoupled weight decay) step by step: a fixed
+    momentum β1, not torch's Dozat schedule."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    lr, (b1, b2), eps, wd = 0.01, (0.8, 0.95), 1e-8, 0.1
+    (opt,) = make_optimizer("nadamw", model, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    w = model.weight.detach().clone().double()
+    m = torch.zeros_like(w)
+    v = torch.zeros_like(w)
+    x = torch.randn(16, 4)
+    for t in range(1, 8):
+        opt.zero_grad()
+        model(x * t).pow(2).mean().backward()
+        g = model.weight.grad.detach().double()
+        opt.step()
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = b1 * m / (1 - b1 ** (t + 1)) + (1 - b1) * g / (1 - b1**t)
+        w = w * (1 - lr * wd) - lr * m_hat / ((v / (1 - b2**t)).sqrt() + eps)
+        assert torch.allclose(model.weight.detach().double(), w, atol=1e-6), t
+    # torch's default schedule (momentum_decay=4e-3) is a different optimizer
+    (sched,) = make_optimizer("nadamw", torch.nn.Linear(4, 3), momentum_decay=4e-3)
+    assert sched.param_groups[0]["momentum_decay"] == 4e-3

@@ -9,7 +9,9 @@ The optimizers come from the libraries, not rewritten here:
 name       update                                           implementation
 ========== ================================================ ======================================================
 adamw      Adam with decoupled weight decay                 ``torch.optim.AdamW``
-nadamw     Nesterov Adam, decoupled weight decay            ``torch.optim.NAdam(decoupled_weight_decay=True)``
+nadamw     Nesterov Adam with a fixed momentum β1, as in    ``torch.optim.NAdam(decoupled_weight_decay=True,
+           optax ``nadamw`` (and the paper's levanter)      momentum_decay=1e9)``: the huge decay switches off
+                                                            torch's Dozat schedule, so μ_t = β1 at every step
 lion       sign of an interpolated momentum                 ``pytorch_optimizer.Lion``
 cautious   AdamW whose update is masked where it disagrees  ``pytorch_optimizer.MARS(mars_type="adamw", gamma=0,
            in sign with the gradient (C-AdamW)              cautious=True)`` (γ=0 switches MARS's correction off;
@@ -43,6 +45,7 @@ __all__ = [
     "OPTIMIZERS",
     "MATRIX_OPTIMIZERS",
     "DEFAULTS",
+    "NADAMW_FIXED_MOMENTUM",
     "EMBEDDING_NAMES",
     "make_optimizer",
     "split_parameters",
@@ -53,12 +56,20 @@ __all__ = [
 # Parameter-name components that mark embeddings / unembeddings (TinyTransformer, GPT-2, Llama conventions).
 EMBEDDING_NAMES = ("W_E", "W_pos", "W_U", "wte", "wpe", "embed_tokens", "lm_head", "embed", "unembed", "embedding")
 
+#: ``momentum_decay`` that makes ``torch.optim.NAdam`` optax's ``nadamw``: torch's momentum at step t is
+#: β1·(1 − ½·0.96^(t·momentum_decay)), which is β1 exactly once 0.96^(t·1e9) underflows to 0 (from t = 1). Its update is
+#: then θ ← θ(1 − ηλ) − η[β1·m_t/(1 − β1^(t+1)) + (1 − β1)·g_t/(1 − β1^t)] / (√(v_t/(1 − β2^t)) + ε), optax's
+#: ``scale_by_adam(nesterov=True)`` followed by decoupled weight decay. torch's own default (4e-3) keeps the schedule,
+#: whose momentum stays near β1/2 for the first thousands of steps.
+NADAMW_FIXED_MOMENTUM = 1e9
+
 _ADAM_SIDE = {"adam_lr": 3e-3, "adam_betas": (0.9, 0.95), "adam_weight_decay": 0.1, "adam_eps": 1e-8}
 
 #: Default hyperparameters per optimizer; every key here is a tunable of that optimizer (others raise ValueError).
 DEFAULTS: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
-    "nadamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1, "momentum_decay": 4e-3},
+    "nadamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1,
+               "momentum_decay": NADAMW_FIXED_MOMENTUM},
     "lion": {"lr": 3e-4, "betas": (0.9, 0.99), "weight_decay": 0.1, "cautious": False},
     "cautious": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
     "mars": {"lr": 3e-3, "betas": (0.95, 0.99), "eps": 1e-8, "weight_decay": 0.1, "gamma": 0.025, "cautious": False},
