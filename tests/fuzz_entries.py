@@ -1043,7 +1043,13 @@ E(
         "y": Given([None, [1.0, 2.0], [NAN, 1, 2]]),
     },
 )
-DATA(P + "optim.OPTIMIZERS", P + "optim.MATRIX_OPTIMIZERS", P + "optim.DEFAULTS", P + "optim.EMBEDDING_NAMES", P + "optim.NADAMW_FIXED_MOMENTUM")
+DATA(
+    P + "optim.OPTIMIZERS",
+    P + "optim.MATRIX_OPTIMIZERS",
+    P + "optim.DEFAULTS",
+    P + "optim.EMBEDDING_NAMES",
+    P + "optim.NADAMW_FIXED_MOMENTUM",
+)
 E(
     P + "optim.make_optimizer",
     lambda: (optim.make_optimizer, dict(name="adamw", model=_tiny(), lr=1e-3)),
