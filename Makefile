@@ -37,6 +37,7 @@ book: venv
 
 lint: venv
 	$(VENV)/bin/ruff check companion tests tools $(NOTEBOOKS)
+	$(VENV)/bin/ruff format --check companion tests tools $(NOTEBOOKS)
 	@if [ -n "$(NOTEBOOKS)" ]; then $(VENV)/bin/nbstripout --verify $(NOTEBOOKS) && echo "notebooks: outputs stripped"; fi
 
 # pytest exits 5 when it collects no test: an empty nbs/ is not a failure.

@@ -149,8 +149,17 @@ def test_as_generator_int_is_default_rng_and_generator_passes_through():
     assert as_generator(g) is g  # one generator threaded through several calls
 
 
-@pytest.mark.parametrize("bad, err", [(1.0, TypeError), (True, TypeError), ("1", TypeError), (None, TypeError),
-                                      (np.random.RandomState(0), TypeError), (-1, ValueError)])
+@pytest.mark.parametrize(
+    "bad, err",
+    [
+        (1.0, TypeError),
+        (True, TypeError),
+        ("1", TypeError),
+        (None, TypeError),
+        (np.random.RandomState(0), TypeError),
+        (-1, ValueError),
+    ],
+)
 def test_as_generator_bad_seed(bad, err):
     with pytest.raises(err, match="^rng_seed must be an int >= 0 or a numpy.random.Generator"):
         as_generator(bad, "rng_seed")
@@ -160,8 +169,10 @@ def test_torch_generator_int_is_manual_seed():
     a = torch.randn(4, generator=torch_generator(3))
     b = torch.randn(4, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a, b)
-    assert torch.equal(torch.randn(2, generator=torch_generator(np.int64(3))),
-                       torch.randn(2, generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(
+        torch.randn(2, generator=torch_generator(np.int64(3))),
+        torch.randn(2, generator=torch.Generator().manual_seed(3)),
+    )
 
 
 def test_torch_generator_from_numpy_generator_is_reproducible_and_advances_it():

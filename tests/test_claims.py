@@ -182,8 +182,14 @@ def _recorded():
 def test_verdicts_cite_recorded_names_and_render_their_values():
     _recorded()
     v = verdict("Method beats baseline", "reproduced", paper="+0.1 on ImageNet", evidence=["beats"], why="it does")
-    verdict("Effect at scale", "not reproduced", paper="grows with n", evidence="gap_book", controls=["planted"],
-            why="no gain where a planted gain is seen")
+    verdict(
+        "Effect at scale",
+        "not reproduced",
+        paper="grows with n",
+        evidence="gap_book",
+        controls=["planted"],
+        why="no gain where a planted gain is seen",
+    )
     verdict("A bigger model helps", "not tested here", paper="7B > 1B", why="needs a 7B model")
     assert v.evidence == ("beats",) and v.controls == () and len(recorded_verdicts()) == 3
     data, meta = verdicts_table()._repr_mimebundle_()
@@ -191,9 +197,14 @@ def test_verdicts_cite_recorded_names_and_render_their_values():
     assert "control <code>planted</code> 0.95" in data["text/html"]
     assert "✓ beats 0.6" in data["text/plain"]
     rows = meta["iclr26"]["verdicts"]
-    assert rows[1] == {"headline": "Effect at scale", "verdict": "not reproduced", "paper": "grows with n",
-                       "evidence": ["gap_book"], "controls": ["planted"],
-                       "why": "no gain where a planted gain is seen"}
+    assert rows[1] == {
+        "headline": "Effect at scale",
+        "verdict": "not reproduced",
+        "paper": "grows with n",
+        "evidence": ["gap_book"],
+        "controls": ["planted"],
+        "why": "no gain where a planted gain is seen",
+    }
     assert set(VERDICTS) == {"reproduced", "partly", "not reproduced", "reported only", "not tested here"}
     assert uncited() == ["identity"]  # reports are glued, so quotable
 
@@ -313,8 +324,14 @@ def test_read_notebook_round_trip(tmp_path):
     assert by_name["power_high"]["kind"] == "claim" and by_name["identity"]["kind"] == "sanity"
     assert by_name["size_low"]["bound"] == 0.9 and by_name["size_low"]["slack"] == pytest.approx(-0.7)
     assert rec["verdicts"] == [
-        {"headline": "the paper says so", "verdict": "partly", "paper": "p", "evidence": ["power_high", "gap"],
-         "controls": [], "why": "one of two"}
+        {
+            "headline": "the paper says so",
+            "verdict": "partly",
+            "paper": "p",
+            "evidence": ["power_high", "gap"],
+            "controls": [],
+            "why": "one of two",
+        }
     ]
     assert by_name["gap"]["kind"] == "report" and by_name["gap"]["holds"] is False and rec["glued"]["gap"] == 0.01
     assert rec["uncited"] == ["size_low", "identity"]

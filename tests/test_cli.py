@@ -57,16 +57,46 @@ def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     assert result["scale"] == "ci" and result["seed"] == 7 and result["ok"] is True
     assert result["glued"] == {"answer": 42, "scale_seen": "ci"}
     assert result["claims"] == [
-        {"name": "seed_not_13", "statement": "the seed is not 13", "value": 1.0, "passed": True, "kind": "claim",
-         "bound": 1.0, "slack": 0.0, "holds": None},
-        {"name": "zero", "statement": "zero is at most zero", "value": 0.0, "passed": True, "kind": "sanity",
-         "bound": 0.0, "slack": 0.0, "holds": None},
-        {"name": "planted", "statement": "a planted effect is seen", "value": 1.0, "passed": True, "kind": "control",
-         "bound": 1.0, "slack": 0.0, "holds": None},
+        {
+            "name": "seed_not_13",
+            "statement": "the seed is not 13",
+            "value": 1.0,
+            "passed": True,
+            "kind": "claim",
+            "bound": 1.0,
+            "slack": 0.0,
+            "holds": None,
+        },
+        {
+            "name": "zero",
+            "statement": "zero is at most zero",
+            "value": 0.0,
+            "passed": True,
+            "kind": "sanity",
+            "bound": 0.0,
+            "slack": 0.0,
+            "holds": None,
+        },
+        {
+            "name": "planted",
+            "statement": "a planted effect is seen",
+            "value": 1.0,
+            "passed": True,
+            "kind": "control",
+            "bound": 1.0,
+            "slack": 0.0,
+            "holds": None,
+        },
     ]
     assert result["verdicts"] == [
-        {"headline": "the seed matters", "verdict": "not reproduced", "paper": "it does", "evidence": ["seed_not_13"],
-         "controls": ["planted"], "why": "it does not"}
+        {
+            "headline": "the seed matters",
+            "verdict": "not reproduced",
+            "paper": "it does",
+            "evidence": ["seed_not_13"],
+            "controls": ["planted"],
+            "why": "it does not",
+        }
     ]
     assert result["uncited"] == ["zero"]
     assert (tmp_path / "x.ipynb").is_file()

@@ -51,8 +51,11 @@ def corpus(tmp_path) -> Path:
 
 def test_load_text_corpus_reads_each_file_type(corpus):
     assert list(load_text_corpus(corpus / "lines.txt")) == ["first doc", "second doc", "third doc"]
-    assert list(load_text_corpus(corpus / "stories.txt", separator="<|endoftext|>")) == ["once upon", "a time",
-                                                                                       "the end"]
+    assert list(load_text_corpus(corpus / "stories.txt", separator="<|endoftext|>")) == [
+        "once upon",
+        "a time",
+        "the end",
+    ]
     assert list(load_text_corpus(corpus / "shard-0.jsonl")) == ["json one", "json two"]  # empty text skipped
     assert list(load_text_corpus(corpus / "shard-1.jsonl.gz")) == ["gz one", "gz two"]
     assert list(load_text_corpus(corpus / "array.json")) == ["arr one", "arr two"]
@@ -270,8 +273,9 @@ def test_images_to_tensor_maps_uint8_to_minus_one_one(pixels):
     assert torch.equal(images_to_tensor(gray), images_to_tensor(gray, channels=1).expand(-1, 3, -1, -1))
     luma = images_to_tensor(pixels, channels=1)  # PIL's ITU-R 601-2 luma
     assert luma.shape == (6, 1, 8, 8)
-    assert torch.equal(luma, images_to_tensor([np.asarray(Image.fromarray(p).convert("L")) for p in pixels],
-                                              channels=1))
+    assert torch.equal(
+        luma, images_to_tensor([np.asarray(Image.fromarray(p).convert("L")) for p in pixels], channels=1)
+    )
     assert images_to_tensor(pixels, size=4).shape == (6, 3, 4, 4)
     assert images_to_tensor(pixels, size=(4, 6)).shape == (6, 3, 4, 6)
     wide = np.zeros((1, 4, 8, 3), dtype=np.uint8)
@@ -357,8 +361,14 @@ def _parquet(path: Path, pixels: np.ndarray, labels: list[int]) -> None:
         Image.fromarray(a).save(buf, format="PNG")
         return {"bytes": buf.getvalue(), "path": None}
 
-    meta = {"info": {"features": {"img": {"_type": "Image"},
-                                  "label": {"names": ["airplane", "automobile"], "_type": "ClassLabel"}}}}
+    meta = {
+        "info": {
+            "features": {
+                "img": {"_type": "Image"},
+                "label": {"names": ["airplane", "automobile"], "_type": "ClassLabel"},
+            }
+        }
+    }
     table = pa.table({"img": [png(a) for a in pixels], "label": labels})
     table = table.replace_schema_metadata({b"huggingface": json.dumps(meta).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)

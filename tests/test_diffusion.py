@@ -304,8 +304,9 @@ def test_gmm_logpdf_matches_scipy_and_validates():
     covs = a @ a.transpose(1, 2) + 0.3 * torch.eye(2, dtype=torch.float64)
     w = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
     x = torch.randn(5, 2, generator=g, dtype=torch.float64)
-    ref = np.log(sum(float(w[k]) * multivariate_normal(means[k].numpy(), covs[k].numpy()).pdf(x.numpy())
-                     for k in range(3)))
+    ref = np.log(
+        sum(float(w[k]) * multivariate_normal(means[k].numpy(), covs[k].numpy()).pdf(x.numpy()) for k in range(3))
+    )
     np.testing.assert_allclose(gmm_logpdf(x, means, covs, w).numpy(), ref, rtol=1e-10)
     # its gradient is the t -> 0 limit of the noised mixture's score
     xg = x.clone().requires_grad_(True)

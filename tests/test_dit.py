@@ -75,8 +75,13 @@ def test_dit_shapes_and_adaln_zero_init():
 
 def test_dit_argument_types():
     assert TinyDiT(img_size=np.int64(8), patch=np.int64(2), dim=np.int64(16), depth=np.int64(1), heads=2).dim == 16
-    for kw, field in ((dict(dim=32.0), "dim"), (dict(depth="2"), "depth"), (dict(mlp_ratio="4"), "mlp_ratio"),
-                      (dict(heads=True), "heads"), (dict(fast_attention=1), "fast_attention")):
+    for kw, field in (
+        (dict(dim=32.0), "dim"),
+        (dict(depth="2"), "depth"),
+        (dict(mlp_ratio="4"), "mlp_ratio"),
+        (dict(heads=True), "heads"),
+        (dict(fast_attention=1), "fast_attention"),
+    ):
         with pytest.raises(TypeError, match=field):
             TinyDiT(**kw)
     for kw, field in ((dict(depth=0), "depth"), (dict(mlp_ratio=0.0), "mlp_ratio"), (dict(img_size=-8), "img_size")):
@@ -203,8 +208,9 @@ def test_dit_fast_attention_equals_the_explicit_path(dtype, tol, monkeypatch):
     x, t = torch.randn(3, 1, 8, 8, generator=g, dtype=dtype), torch.tensor([3, 50, 900])
     calls = []
     real = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     outs, grads, gate_gs = [], [], []
     for model in (fast, explicit):
         with gate_grads(model) as leaves:

@@ -56,16 +56,26 @@ def _hooks(model: nn.Module) -> set:
 
 
 def _gpt2():
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32, bos_token_id=0,
-                                  eos_token_id=0)
+    cfg = transformers.GPT2Config(
+        n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0
+    )
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
 
 def _llama():
-    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, num_key_value_heads=2,
-                                   intermediate_size=32, vocab_size=50, max_position_embeddings=32, bos_token_id=0,
-                                   eos_token_id=0, pad_token_id=0)
+    cfg = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        max_position_embeddings=32,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
@@ -376,8 +386,11 @@ def test_steer_and_capture_bad_input(gpt2):
         gpt2(ids)
     with pytest.raises(ValueError, match="shape"), steer(gpt2, "transformer.h.0", torch.ones(2, 1, 2, 16)):
         gpt2(ids)
-    for vector, err in [(torch.ones(16, dtype=torch.long), TypeError), ([0.0] * 16, TypeError),
-                        (torch.tensor(1.0), ValueError)]:
+    for vector, err in [
+        (torch.ones(16, dtype=torch.long), TypeError),
+        ([0.0] * 16, TypeError),
+        (torch.tensor(1.0), ValueError),
+    ]:
         with pytest.raises(err, match="vector"), steer(gpt2, "transformer.h.0", vector):
             pass
     with pytest.raises(TypeError, match="scale"), steer(gpt2, "transformer.h.0", torch.ones(16), scale=True):
@@ -420,8 +433,14 @@ def _tiny_causal_lm(arch: str):
         return _gpt2()
     if arch == "llama":
         return _llama()
-    cfg = transformers.GPTNeoXConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32,
-                                     vocab_size=50, max_position_embeddings=32)
+    cfg = transformers.GPTNeoXConfig(
+        num_hidden_layers=2,
+        hidden_size=16,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
@@ -502,8 +521,9 @@ def test_hf_residual_activations_bad_input(gpt2):
 @pytest.fixture(scope="module")
 def tiny_dinov2(tmp_path_factory):
     torch.manual_seed(0)
-    cfg = transformers.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                                    image_size=32, patch_size=8)
+    cfg = transformers.Dinov2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8
+    )
     path = tmp_path_factory.mktemp("dinov2_tiny")
     transformers.Dinov2Model(cfg).save_pretrained(path)
     return path

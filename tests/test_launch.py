@@ -42,11 +42,15 @@ def launch(out):
 
 def _notebook(tmp_path: Path, cells=None, entry=None) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.cells = cells if cells is not None else [
-        nbformat.v4.new_code_cell(SETUP, metadata={"tags": ["launch"]}),
-        nbformat.v4.new_code_cell("raise RuntimeError('a cell without the launch tag ran')"),
-        nbformat.v4.new_code_cell(TRAIN, metadata={"tags": ["launch", "hide-input"]}),
-    ]
+    nb.cells = (
+        cells
+        if cells is not None
+        else [
+            nbformat.v4.new_code_cell(SETUP, metadata={"tags": ["launch"]}),
+            nbformat.v4.new_code_cell("raise RuntimeError('a cell without the launch tag ran')"),
+            nbformat.v4.new_code_cell(TRAIN, metadata={"tags": ["launch", "hide-input"]}),
+        ]
+    )
     if entry:
         nb.metadata["iclr26"] = {"launch": {"entry": entry}}
     path = tmp_path / "chapter.ipynb"
@@ -73,8 +77,20 @@ def test_two_gloo_processes_under_torchrun_match_one(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "iclr26.launch",
-           str(nb), "--scale", "book", "--out", str(tmp_path / "two")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "iclr26.launch",
+        str(nb),
+        "--scale",
+        "book",
+        "--out",
+        str(tmp_path / "two"),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     one, two = load_results(tmp_path / "one"), load_results(tmp_path / "two")
@@ -115,8 +131,11 @@ def test_launch_bad_input(tmp_path):
 
 
 def test_cells_without_an_entry_function_are_the_job(tmp_path):
-    cells = [nbformat.v4.new_code_cell(SETUP + "\nsave_result(results, 'done', {'scale': scale})",
-                                       metadata={"tags": ["launch"]})]
+    cells = [
+        nbformat.v4.new_code_cell(
+            SETUP + "\nsave_result(results, 'done', {'scale': scale})", metadata={"tags": ["launch"]}
+        )
+    ]
     namespace = run_chapter(_notebook(tmp_path, cells=cells), tmp_path / "out", scale="ci")
     assert namespace["results"] == str(tmp_path / "out") and namespace["cfg"]["steps"] == 4
     assert load_results(tmp_path / "out") == {"done": {"scale": "ci"}}

@@ -37,7 +37,18 @@ LAYERS = {
     "topology": 4,
 }
 CORE = {
-    "__init__", "__main__", "runtime", "train", "claims", "plot", "cli", "checks", "metrics", "sweep", "optim", "launch"
+    "__init__",
+    "__main__",
+    "runtime",
+    "train",
+    "claims",
+    "plot",
+    "cli",
+    "checks",
+    "metrics",
+    "sweep",
+    "optim",
+    "launch",
 }
 
 
@@ -93,9 +104,21 @@ def test_built_wheel_holds_every_module(tmp_path):
     src = tmp_path / "companion"
     shutil.copytree(ROOT / "companion", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
-         str(src)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("iclr26-*.whl"))

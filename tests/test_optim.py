@@ -153,8 +153,14 @@ def test_bad_inputs():
 
 def test_numpy_scalars_are_accepted_and_wrong_types_are_type_errors():
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
-    opts = make_optimizer("muon", model, lr=np.float64(0.02), ns_steps=np.int64(3), nesterov=np.bool_(False),
-                          adam_betas=(np.float32(0.9), 0.95))
+    opts = make_optimizer(
+        "muon",
+        model,
+        lr=np.float64(0.02),
+        ns_steps=np.int64(3),
+        nesterov=np.bool_(False),
+        adam_betas=(np.float32(0.9), 0.95),
+    )
     assert opts[0].param_groups[0]["ns_steps"] == 3 and opts[0].param_groups[0]["nesterov"] is False
     for kwargs, match in (
         (dict(ns_steps=3.0), "ns_steps must be an int"),

@@ -31,8 +31,9 @@ from iclr26.hf import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory) -> Path:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf", n_layers=2, d_model=32, n_heads=4,
-                           n_kv_heads=2, d_mlp=64)
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf", n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, d_mlp=64
+    )
 
 
 @pytest.fixture(scope="module")
@@ -180,4 +181,4 @@ def test_the_real_smollm2_completes_a_fact():
     ids = tok("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=tok.eos_token_id)
-    assert tok.decode(out[0, ids.shape[1]:]).startswith(" Paris")
+    assert tok.decode(out[0, ids.shape[1] :]).startswith(" Paris")

@@ -176,7 +176,13 @@ def test_a_student_notebook_executes_at_ci_up_to_its_first_stub(tmp_path):
     nb["cells"] = nb["cells"][: first_stub + 1]
     src = tmp_path / f"{slug}.ipynb"
     src.write_text(json.dumps(nb))
-    pm.execute_notebook(str(src), str(tmp_path / "out.ipynb"), parameters={"scale": "ci", "seed": 0},
-                        cwd=str(ROOT / "nbs"), progress_bar=False, execution_timeout=120)
+    pm.execute_notebook(
+        str(src),
+        str(tmp_path / "out.ipynb"),
+        parameters={"scale": "ci", "seed": 0},
+        cwd=str(ROOT / "nbs"),
+        progress_bar=False,
+        execution_timeout=120,
+    )
     done = json.loads((tmp_path / "out.ipynb").read_text())
     assert done["cells"][-1]["metadata"]["papermill"]["status"] == "completed"

@@ -31,8 +31,14 @@ def _run(slug, scale, verdicts, seconds=12.3, claims=None):
 
 
 def _v(headline, word, evidence=(), controls=()):
-    return {"headline": headline, "verdict": word, "paper": "p|aper", "evidence": list(evidence),
-            "controls": list(controls), "why": "because"}
+    return {
+        "headline": headline,
+        "verdict": word,
+        "paper": "p|aper",
+        "evidence": list(evidence),
+        "controls": list(controls),
+        "why": "because",
+    }
 
 
 @pytest.fixture()
@@ -185,10 +191,27 @@ def test_attention_speed_rejects_bad_arguments():
 
 
 def test_reproducibility_page_shows_the_attention_speed(tmp_path):
-    bench = {"date": "2026-12-03", "machine": "2 CPU cores", "runs": [], "attention_speed": {
-        "tokens_per_s": {"fast": 1234.0, "explicit": 800.0}, "speedup": 1.5425, "max_abs_diff": {"grad": 2.2e-8},
-        "config": {"d_model": 768, "n_heads": 12, "n_layers": 1, "seq_len": 512, "batch": 2, "attn_alpha": 1.0,
-                   "threads": 2, "warmup": 1, "steps": 4}}}
+    bench = {
+        "date": "2026-12-03",
+        "machine": "2 CPU cores",
+        "runs": [],
+        "attention_speed": {
+            "tokens_per_s": {"fast": 1234.0, "explicit": 800.0},
+            "speedup": 1.5425,
+            "max_abs_diff": {"grad": 2.2e-8},
+            "config": {
+                "d_model": 768,
+                "n_heads": 12,
+                "n_layers": 1,
+                "seq_len": 512,
+                "batch": 2,
+                "attn_alpha": 1.0,
+                "threads": 2,
+                "warmup": 1,
+                "steps": 4,
+            },
+        },
+    }
     text = write_repro([bench], tmp_path / "r.md", source="test").read_text()
     assert "## Attention fast path" in text and "d_model 768, 12 heads" in text
     assert "(no hook on the attention) | 1,234 |" in text and "| 800 |" in text
@@ -202,8 +225,15 @@ def test_robustness_counts_passes_and_finds_the_tightest_seed(tmp_path):
     from robustness import write_page as write_robustness
 
     def claim(name, value, bound, slack, passed, kind="claim"):
-        return {"name": name, "statement": f"{name} holds", "value": value, "passed": passed, "kind": kind,
-                "bound": bound, "slack": slack}
+        return {
+            "name": name,
+            "statement": f"{name} holds",
+            "value": value,
+            "passed": passed,
+            "kind": kind,
+            "bound": bound,
+            "slack": slack,
+        }
 
     def alpha(seed, wide, tight):
         return {**_run("alpha", "ci", []), "seed": seed, "claims": [claim("wide", *wide), claim("tight", *tight)]}
@@ -233,12 +263,18 @@ def test_robustness_leaves_reports_out_and_writes_what_chapters_read():
     from robustness import notebook_summary, summarise
 
     report = {"name": "r", "statement": "s", "value": 3.0, "passed": True, "kind": "report", "holds": None}
-    check = {"name": "c", "statement": "s", "value": 0.6, "passed": True, "kind": "control", "bound": 0.5,
-             "slack": 0.1}
+    check = {"name": "c", "statement": "s", "value": 0.6, "passed": True, "kind": "control", "bound": 0.5, "slack": 0.1}
     runs = [{**_run("alpha", "ci", []), "seed": s, "claims": [report, {**check, "value": 0.6 + s}]} for s in (0, 1)]
     rows = summarise(runs)
     assert [r["name"] for r in rows] == ["c"]
     summary = notebook_summary(rows, [0, 1], "2026-12-05")
     assert summary["seeds"] == [0, 1] and summary["date"] == "2026-12-05"
-    assert summary["checks"]["alpha"]["c"] == {"kind": "control", "passed": 2, "runs": 2, "worst_seed": 0,
-                                               "value": 0.6, "bound": 0.5, "slack": 0.1}
+    assert summary["checks"]["alpha"]["c"] == {
+        "kind": "control",
+        "passed": 2,
+        "runs": 2,
+        "worst_seed": 0,
+        "value": 0.6,
+        "bound": 0.5,
+        "slack": 0.1,
+    }

@@ -218,8 +218,9 @@ def test_next_token_loss_reproduces_the_chapters_definitions_bitwise():
 
     def optimizer_benchmark_lm_loss(m, tok, k):
         logits = m(tok)
-        return torch.nn.functional.cross_entropy(logits[:, k - 1 : -1].reshape(-1, logits.shape[-1]),
-                                                 tok[:, k:].reshape(-1))
+        return torch.nn.functional.cross_entropy(
+            logits[:, k - 1 : -1].reshape(-1, logits.shape[-1]), tok[:, k:].reshape(-1)
+        )
 
     def value_and_grads(fn):
         model.zero_grad()
@@ -242,8 +243,15 @@ def test_next_token_loss_reproduces_the_chapters_definitions_bitwise():
 def test_next_token_loss_trains_with_fit():
     model = _bigram(5)
     seq = torch.arange(40).remainder(5)[None].repeat(8, 1)  # 0 1 2 3 4 0 1 ...: the next token is determined
-    hist = fit(model, next_token_loss, lambda step: seq, torch.optim.Adam(model.parameters(), lr=0.1), steps=60,
-               log_every=10, progress=False)
+    hist = fit(
+        model,
+        next_token_loss,
+        lambda step: seq,
+        torch.optim.Adam(model.parameters(), lr=0.1),
+        steps=60,
+        log_every=10,
+        progress=False,
+    )
     assert hist["loss"].iloc[-1] < 0.1 < hist["loss"].iloc[0]
 
 
@@ -278,8 +286,18 @@ def test_load_checkpoint_returns_a_named_pair_and_integer_arguments_take_numpy_i
 
     model, batches, loss_fn, _ = _problem()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    hist = fit(model, loss_fn, batches, opt, steps=np.int64(4), warmup=np.int64(2), log_every=np.int64(2),
-               schedule="warmup_cosine", clip=np.float64(1.0), progress=False)
+    hist = fit(
+        model,
+        loss_fn,
+        batches,
+        opt,
+        steps=np.int64(4),
+        warmup=np.int64(2),
+        log_every=np.int64(2),
+        schedule="warmup_cosine",
+        clip=np.float64(1.0),
+        progress=False,
+    )
     assert list(hist["step"]) == [2, 4]
     path = save_checkpoint(tmp_path / "c.safetensors", model, [opt], step=np.int64(4), history=[{"step": 4}])
     out = load_checkpoint(path, model, [opt])

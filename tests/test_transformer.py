@@ -177,8 +177,15 @@ def test_bad_config_type(kw, field):
 
 
 def test_config_accepts_numpy_scalars():
-    cfg = TransformerConfig(vocab_size=np.int64(11), n_ctx=np.int32(4), d_model=np.int64(16), n_heads=np.int64(2),
-                            attn_alpha=np.float32(0.5), layernorm=np.bool_(False), init_std=np.float64(0.1))
+    cfg = TransformerConfig(
+        vocab_size=np.int64(11),
+        n_ctx=np.int32(4),
+        d_model=np.int64(16),
+        n_heads=np.int64(2),
+        attn_alpha=np.float32(0.5),
+        layernorm=np.bool_(False),
+        init_std=np.float64(0.1),
+    )
     assert type(cfg.vocab_size) is int and type(cfg.d_head) is int and cfg.d_head == 8
     assert type(cfg.attn_alpha) is float and cfg.layernorm is False and cfg.init_std == pytest.approx(0.1)
     assert TinyTransformer(cfg)(tokens(v=11)).shape == (3, 4, 11)
@@ -235,8 +242,14 @@ def test_vmap_over_stacked_models():
     torch.testing.assert_close(out[2], models[2](x))
 
 
-@pytest.mark.parametrize("extra", [dict(), dict(causal=False, attn_alpha=0.0, attn_uniform="ones"),
-                                   dict(attn_alpha=0.5, layernorm=False, n_layers=1)])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(),
+        dict(causal=False, attn_alpha=0.0, attn_uniform="ones"),
+        dict(attn_alpha=0.5, layernorm=False, n_layers=1),
+    ],
+)
 def test_last_only_equals_the_last_position_of_the_full_forward(extra):
     model = tiny(**extra)
     x = tokens()
@@ -273,8 +286,9 @@ def _pair(dtype=torch.float64, **kw):
 
 
 # rows 1 and 3 have no allowed key; the last row keeps two (so last_only sees a real mix)
-HOLES = torch.tensor([[1, 0, 1, 0, 1, 0], [0] * 6, [1, 1, 0, 0, 1, 1], [0] * 6, [1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 1]],
-                     dtype=torch.bool)
+HOLES = torch.tensor(
+    [[1, 0, 1, 0, 1, 0], [0] * 6, [1, 1, 0, 0, 1, 1], [0] * 6, [1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 1]], dtype=torch.bool
+)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)], ids=["f64", "f32"])

@@ -80,15 +80,23 @@ def attention_speed(steps: int = 4, warmup: int = 1, shape: Mapping[str, int] | 
     torch.set_num_threads(c["threads"])
     try:
         torch.manual_seed(c["seed"])
-        cfg = TransformerConfig(vocab_size=c["vocab"], n_ctx=c["seq_len"], d_model=c["d_model"],
-                                n_layers=c["n_layers"], n_heads=c["n_heads"], d_mlp=4 * c["d_model"],
-                                attn_alpha=c["attn_alpha"], act="gelu")
+        cfg = TransformerConfig(
+            vocab_size=c["vocab"],
+            n_ctx=c["seq_len"],
+            d_model=c["d_model"],
+            n_layers=c["n_layers"],
+            n_heads=c["n_heads"],
+            d_mlp=4 * c["d_model"],
+            attn_alpha=c["attn_alpha"],
+            act="gelu",
+        )
         models = {"fast": TinyTransformer(cfg)}
         models["explicit"] = copy.deepcopy(models["fast"])
         models["explicit"].cfg.fast_attention = False  # the copy's own config, shared by its blocks
         gen = torch.Generator().manual_seed(c["seed"])
-        data = [torch.randint(0, c["vocab"], (c["batch"], c["seq_len"] + 1), generator=gen)
-                for _ in range(c["n_batches"])]
+        data = [
+            torch.randint(0, c["vocab"], (c["batch"], c["seq_len"] + 1), generator=gen) for _ in range(c["n_batches"])
+        ]
 
         # the two paths agree (float32 rounding) before anything is timed
         losses, grads = {}, {}
@@ -122,7 +130,7 @@ def attention_speed(steps: int = 4, warmup: int = 1, shape: Mapping[str, int] | 
         remaining, rnd = steps, 0
         while remaining > 0:
             n = min(c["chunk"], remaining)
-            for name in order[rnd % 2:] + order[: rnd % 2]:  # alternate who goes first
+            for name in order[rnd % 2 :] + order[: rnd % 2]:  # alternate who goes first
                 seconds[name] += run(name, n)
             remaining -= n
             rnd += 1

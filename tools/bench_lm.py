@@ -42,8 +42,16 @@ from iclr26.checks import check_int  # noqa: E402
 from iclr26.data import load_prose, pack_tokens  # noqa: E402
 from iclr26.hf import load_small_lm, residual_activations  # noqa: E402
 
-CONFIG = {"n_tokens": 8192, "window": 256, "batch": 8, "layer": 15, "matmul_repeats": 3, "threads": 2,
-          "dtype": "float32", "text": "iclr26.data.load_prose()"}
+CONFIG = {
+    "n_tokens": 8192,
+    "window": 256,
+    "batch": 8,
+    "layer": 15,
+    "matmul_repeats": 3,
+    "threads": 2,
+    "dtype": "float32",
+    "text": "iclr26.data.load_prose()",
+}
 
 
 def block_flops_per_token(config) -> int:
@@ -55,9 +63,15 @@ def block_flops_per_token(config) -> int:
     return 2 * (d * q + 2 * d * kv + q * d + 3 * d * config.intermediate_size)
 
 
-def lm_speed(gguf_file: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None, *,
-             n_tokens: int = CONFIG["n_tokens"], window: int = CONFIG["window"], batch: int = CONFIG["batch"],
-             layer: int = CONFIG["layer"]) -> dict:
+def lm_speed(
+    gguf_file: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    n_tokens: int = CONFIG["n_tokens"],
+    window: int = CONFIG["window"],
+    batch: int = CONFIG["batch"],
+    layer: int = CONFIG["layer"],
+) -> dict:
     """Tokens per second (and GFLOP/s) of ``residual`` and ``plain`` and the ``matmul`` rate, as the module docstring
     says. ``gguf_file``/``cache_dir`` go to `load_small_lm` (the tests use a tiny model). Returns ``{"tokens_per_s":
     {"residual", "plain"}, "speedup", "gflop_per_token", "gflops": {"residual", "matmul", "matmul_best"},
@@ -105,7 +119,7 @@ def lm_speed(gguf_file: str | os.PathLike | None = None, cache_dir: str | os.Pat
         matmul(batches[0])
         seconds = {name: [] for name in runs}
         for i, b in enumerate(batches):
-            order = list(runs)[i % 3:] + list(runs)[: i % 3]  # rotate who goes first
+            order = list(runs)[i % 3 :] + list(runs)[: i % 3]  # rotate who goes first
             for name in order:
                 t = time.perf_counter()
                 runs[name](b)
@@ -119,8 +133,11 @@ def lm_speed(gguf_file: str | os.PathLike | None = None, cache_dir: str | os.Pat
         "tokens_per_s": tps,
         "speedup": tps["residual"] / tps["plain"],
         "gflop_per_token": gflop_per_token,
-        "gflops": {"residual": tps["residual"] * gflop_per_token, "matmul": matmul_median,
-                   "matmul_best": matmul_rates[-1]},
+        "gflops": {
+            "residual": tps["residual"] * gflop_per_token,
+            "matmul": matmul_median,
+            "matmul_best": matmul_rates[-1],
+        },
         "fraction_of_matmul": tps["residual"] * gflop_per_token / matmul_median,
         # the plain pass's matmul FLOPs over ours: all blocks and the logits against `layer` blocks; the speed-up
         # that equal efficiency would give
@@ -128,8 +145,12 @@ def lm_speed(gguf_file: str | os.PathLike | None = None, cache_dir: str | os.Pat
         / (layer * block_flops_per_token(cfg)),
         "max_abs_diff": max_abs_diff,
         "load_seconds": load_seconds,
-        "model": {"name": Path(cfg.name_or_path).name, "layers": cfg.num_hidden_layers, "d_model": cfg.hidden_size,
-                  "parameters": sum(p.numel() for p in model.parameters())},
+        "model": {
+            "name": Path(cfg.name_or_path).name,
+            "layers": cfg.num_hidden_layers,
+            "d_model": cfg.hidden_size,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        },
         "config": c,
         "machine": machine_info(),
     }

@@ -51,8 +51,9 @@ CONFIG = {
 }
 
 
-def synthetic_batches(n_batches: int, batch: int, d_in: int, n_directions: int, per_token: int, noise: float,
-                      seed: int) -> list[torch.Tensor]:
+def synthetic_batches(
+    n_batches: int, batch: int, d_in: int, n_directions: int, per_token: int, noise: float, seed: int
+) -> list[torch.Tensor]:
     """``n_batches`` batches of ``batch`` tokens: sums of ``per_token`` of ``n_directions`` random unit directions
     with Exp(1) weights, plus N(0, noise^2) per coordinate."""
     gen = torch.Generator().manual_seed(seed)
@@ -118,8 +119,9 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     threads_before = torch.get_num_threads()
     torch.set_num_threads(c["threads"])
     try:
-        data = synthetic_batches(c["n_batches"], c["batch"], c["d_in"], c["n_directions"],
-                                 c["directions_per_token"], c["noise"], c["seed"])
+        data = synthetic_batches(
+            c["n_batches"], c["batch"], c["d_in"], c["n_directions"], c["directions_per_token"], c["noise"], c["seed"]
+        )
         models = {}
         for name in ("fast", "dense"):
             torch.manual_seed(c["seed"])  # the same initial weights for both
@@ -152,7 +154,7 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
         rnd = 0
         while remaining > 0:
             n = min(c["chunk"], remaining)
-            for name in order[rnd % 3:] + order[: rnd % 3]:  # rotate who goes first
+            for name in order[rnd % 3 :] + order[: rnd % 3]:  # rotate who goes first
                 seconds[name] += run(name, n)
             remaining -= n
             rnd += 1

@@ -63,21 +63,35 @@ def summarise(runs: list[dict]) -> list[dict]:
                 continue
             row = rows.setdefault(
                 (slug, c["name"]),
-                {"chapter": slug, "name": c["name"], "kind": c.get("kind", "claim"), "statement": c["statement"],
-                 "seeds": [], "passed": 0, "worst": None},
+                {
+                    "chapter": slug,
+                    "name": c["name"],
+                    "kind": c.get("kind", "claim"),
+                    "statement": c["statement"],
+                    "seeds": [],
+                    "passed": 0,
+                    "worst": None,
+                },
             )
             row["seeds"].append(run["seed"])
             row["passed"] += bool(c["passed"])
             slack = c.get("slack")
-            candidate = {"seed": run["seed"], "value": c["value"], "bound": c.get("bound"), "slack": slack,
-                         "passed": bool(c["passed"])}
+            candidate = {
+                "seed": run["seed"],
+                "value": c["value"],
+                "bound": c.get("bound"),
+                "slack": slack,
+                "passed": bool(c["passed"]),
+            }
             worst = row["worst"]
             if worst is None:
                 row["worst"] = candidate
             elif worst["passed"] and not candidate["passed"]:
                 row["worst"] = candidate
-            elif worst["passed"] == candidate["passed"] and slack is not None and (
-                worst["slack"] is None or slack < worst["slack"]
+            elif (
+                worst["passed"] == candidate["passed"]
+                and slack is not None
+                and (worst["slack"] is None or slack < worst["slack"])
             ):
                 row["worst"] = candidate
     out = []
@@ -95,8 +109,13 @@ def notebook_summary(rows: list[dict], seeds: list[int], date: str) -> dict:
     for r in rows:
         w = r["worst"]
         checks.setdefault(r["chapter"], {})[r["name"]] = {
-            "kind": r["kind"], "passed": r["passed"], "runs": len(r["seeds"]), "worst_seed": w["seed"],
-            "value": w["value"], "bound": w["bound"], "slack": w["slack"],
+            "kind": r["kind"],
+            "passed": r["passed"],
+            "runs": len(r["seeds"]),
+            "worst_seed": w["seed"],
+            "value": w["value"],
+            "bound": w["bound"],
+            "slack": w["slack"],
         }
     return {"date": date, "seeds": sorted(seeds), "checks": {k: checks[k] for k in sorted(checks)}}
 
@@ -152,8 +171,10 @@ def write_page(runs: list[dict], out: Path, meta: dict | None = None, rows: list
     broken = failed_runs(runs)
     if broken:
         lines += ["```{warning}", "These runs did not execute to the end; their checks are missing below:", ""]
-        lines += [f"- `{Path(r['notebook']).stem}`, seed {r['seed']}: {_fmt(str(r['error']).splitlines()[-1])}"
-                  for r in broken]
+        lines += [
+            f"- `{Path(r['notebook']).stem}`, seed {r['seed']}: {_fmt(str(r['error']).splitlines()[-1])}"
+            for r in broken
+        ]
         lines += ["```", ""]
     total, passed = len(rows), sum(r["passed"] == len(r["seeds"]) for r in rows)
     lines += [

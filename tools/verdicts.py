@@ -79,9 +79,7 @@ def totals_sentence(rows: list[dict]) -> str:
 def write_page(items, out: Path, source: str = "`make bench`") -> Path:
     runs, _ = load_runs(items)
     rows = verdict_rows(runs)
-    claims_by_run = {
-        (Path(r["notebook"]).stem, r["scale"]): {c["name"]: c for c in r.get("claims", [])} for r in runs
-    }
+    claims_by_run = {(Path(r["notebook"]).stem, r["scale"]): {c["name"]: c for c in r.get("claims", [])} for r in runs}
     intro = (
         "Which of each paper's headline claims this book reproduced, which it did not, and which it only reports. "
         "Each row is a chapter's own verdict table, as its published (`book`-scale) run recorded it, from "
@@ -130,6 +128,7 @@ def write_page(items, out: Path, source: str = "`make bench`") -> Path:
     out = Path(out)
     out.write_text("\n".join(lines))
     return out
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

@@ -252,7 +252,10 @@ def _steps(k, x: torch.Tensor, sched: NoiseSchedule) -> torch.Tensor:
 
 
 def q_sample(
-    x0: torch.Tensor, k: int | torch.Tensor, sched: NoiseSchedule, noise: torch.Tensor | None = None,
+    x0: torch.Tensor,
+    k: int | torch.Tensor,
+    sched: NoiseSchedule,
+    noise: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> Noised:
     """DDPM forward noising to step ``k``: ``Noised(√ᾱ_k x0 + √(1-ᾱ_k) ε, ε)``."""
@@ -475,9 +478,7 @@ def gmm_logpdf(x: torch.Tensor, means: torch.Tensor, covs: torch.Tensor, weights
     return torch.logsumexp(torch.log(weights.to(x.dtype).clamp_min(1e-300))[None] + comp, dim=1)
 
 
-def empirical_score(
-    x: torch.Tensor, t: float | torch.Tensor, data: torch.Tensor, chunk: int = 4096
-) -> torch.Tensor:
+def empirical_score(x: torch.Tensor, t: float | torch.Tensor, data: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     """Exact score of the noised empirical distribution ``(1/n) Σ_i N(α_t x_i, σ_t² I)`` at ``x`` (shape ``(B, d)``).
 
     ``ŝ(x, t) = -σ_t^{-2} Σ_i w_i(x) (x - α_t x_i)`` with ``w = softmax_i(-‖x - α_t x_i‖² / 2σ_t²)`` — the minimiser of
@@ -612,8 +613,9 @@ def improved_precision_recall(
     real = _feature_matrix(real_feats, "real_feats")
     fake = _feature_matrix(fake_feats, "fake_feats")
     if real.shape[1] != fake.shape[1]:
-        raise ValueError(f"real_feats and fake_feats must have the same feature dimension, "
-                         f"got {real.shape[1]} and {fake.shape[1]}")
+        raise ValueError(
+            f"real_feats and fake_feats must have the same feature dimension, got {real.shape[1]} and {fake.shape[1]}"
+        )
     k = check_int(k, "k", low=1)
     chunk = check_int(chunk, "chunk", low=1)
     for name, f in (("real_feats", real), ("fake_feats", fake)):

@@ -94,8 +94,10 @@ def _layer_list(layer: Any, layers: Any, n_layers: int) -> tuple[list[int], bool
             raise ValueError(f"layers must not repeat a layer, got {wanted}")
     name = "layer" if single else "layers"
     if max(wanted) > n_layers:
-        raise ValueError(f"{name} must be in [0, {n_layers}] (0: the embeddings, {n_layers}: the last block's "
-                         f"output after the final norm), got {layer if single else wanted}")
+        raise ValueError(
+            f"{name} must be in [0, {n_layers}] (0: the embeddings, {n_layers}: the last block's "
+            f"output after the final norm), got {layer if single else wanted}"
+        )
     return wanted, single
 
 
@@ -170,8 +172,10 @@ def residual_activations(
                     pass
                 for at in wanted:
                     if at not in store:
-                        raise RuntimeError(f"the forward pass of {type(model).__name__} never reached layer {at} "
-                                           f"(the blocks {blocks[0]!r}…{blocks[-1]!r} and the base model's output)")
+                        raise RuntimeError(
+                            f"the forward pass of {type(model).__name__} never reached layer {at} "
+                            f"(the blocks {blocks[0]!r}…{blocks[-1]!r} and the base model's output)"
+                        )
                     if at not in out:
                         out[at] = torch.empty(n_seq, T, store[at].shape[-1], dtype=torch.float32)
                     out[at][i : i + batch_size] = store[at]
@@ -242,8 +246,9 @@ def image_features(
             if x.shape[1] == 1:
                 x = x.expand(-1, 3, -1, -1)
             if x.shape[-2:] != (image_size, image_size):
-                x = torch.nn.functional.interpolate(x, size=(image_size, image_size), mode="bicubic",
-                                                    align_corners=False, antialias=True).clamp(0, 1)
+                x = torch.nn.functional.interpolate(
+                    x, size=(image_size, image_size), mode="bicubic", align_corners=False, antialias=True
+                ).clamp(0, 1)
             out = model(pixel_values=(x - mean_t) / std_t)
             pooled = getattr(out, "pooler_output", None)
             if pooled is None:
@@ -307,13 +312,19 @@ def _local_or_hub(source: Any, name: str) -> Path | None:
     try:
         validate_repo_id(source)
     except ValueError as e:
-        raise ValueError(f"{name} must be an existing local path or a hub id like 'owner/name', got {source!r} "
-                         f"({e})") from None
+        raise ValueError(
+            f"{name} must be an existing local path or a hub id like 'owner/name', got {source!r} ({e})"
+        ) from None
     return None
 
 
-def _download_hint(repo_id: str, repo_type: str = "model", include: Iterable[str] = (), revision: str | None = None,
-                   cache_dir: Any = None) -> str:
+def _download_hint(
+    repo_id: str,
+    repo_type: str = "model",
+    include: Iterable[str] = (),
+    revision: str | None = None,
+    cache_dir: Any = None,
+) -> str:
     """The shell command and the Python one-liner that fetch ``repo_id`` into the Hugging Face cache."""
     include = list(include)
     cmd = ["hf download", repo_id]
@@ -356,8 +367,10 @@ def _auto_class(kind: Any) -> Any:
         return getattr(transformers, KINDS[kind])
     if isinstance(kind, type) and callable(getattr(kind, "from_pretrained", None)):
         return kind
-    raise TypeError(f"kind must be one of {', '.join(map(repr, KINDS))} or a class with from_pretrained "
-                    f"(e.g. transformers.LlavaForConditionalGeneration), got {kind!r}")
+    raise TypeError(
+        f"kind must be one of {', '.join(map(repr, KINDS))} or a class with from_pretrained "
+        f"(e.g. transformers.LlavaForConditionalGeneration), got {kind!r}"
+    )
 
 
 def load_pretrained(
@@ -387,8 +400,9 @@ def load_pretrained(
     local = _local_or_hub(name_or_path, "name_or_path")
     if local is not None:
         if not local.is_dir():
-            raise ValueError(f"name_or_path must be a directory written by save_pretrained or a hub id, "
-                             f"got the file {str(local)!r}")
+            raise ValueError(
+                f"name_or_path must be a directory written by save_pretrained or a hub id, got the file {str(local)!r}"
+            )
         obj = cls.from_pretrained(str(local), local_files_only=True, **kwargs)
     else:
         try:
@@ -462,18 +476,23 @@ def dataset_files(
     if local is not None:
         if local.is_file():
             if data_files is not None:
-                raise ValueError(f"data_files selects files in a directory or a hub dataset; source is the file "
-                                 f"{str(local)!r}")
+                raise ValueError(
+                    f"data_files selects files in a directory or a hub dataset; source is the file {str(local)!r}"
+                )
             return [local]
         files = _matching_files(local, data_files, suffixes)
         if not files:
             want = f"matching {data_files}" if data_files is not None else f"ending with {', '.join(suffixes)}"
-            raise ValueError(f"{'data_files' if data_files is not None else 'suffixes'}: no file {want} under "
-                             f"{str(local)!r} (source)")
+            raise ValueError(
+                f"{'data_files' if data_files is not None else 'suffixes'}: no file {want} under "
+                f"{str(local)!r} (source)"
+            )
         return files
     if data_files is None:
-        raise ValueError(f"data_files is required for the hub dataset {source!r}: name the files to read (and "
-                         f"fetch), e.g. data_files='data/train-*.parquet'")
+        raise ValueError(
+            f"data_files is required for the hub dataset {source!r}: name the files to read (and "
+            f"fetch), e.g. data_files='data/train-*.parquet'"
+        )
     from huggingface_hub import snapshot_download
 
     common = dict(repo_type="dataset", revision=revision, cache_dir=cache_dir, allow_patterns=data_files)
@@ -503,8 +522,11 @@ def _submodule(model: nn.Module, name: Any, what: str) -> nn.Module:
     except AttributeError:
         names = [n for n, _ in model.named_modules() if n]
         close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
-        hint = (f"close matches: {', '.join(map(repr, close))}" if close
-                else f"its top-level submodules: {', '.join(repr(n) for n, _ in model.named_children())}")
+        hint = (
+            f"close matches: {', '.join(map(repr, close))}"
+            if close
+            else f"its top-level submodules: {', '.join(repr(n) for n, _ in model.named_children())}"
+        )
         raise ValueError(f"{what} {name!r} is not a submodule of {type(model).__name__}; {hint}") from None
 
 
@@ -564,8 +586,10 @@ def _with_main_output(output: Any, new: torch.Tensor, name: str) -> Any:
         return new
     if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
         return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
-    raise TypeError(f"submodule {name!r} returns {type(output).__name__}; steer needs a tensor or a tuple starting "
-                    f"with one (write the hook with forward_hooks)")
+    raise TypeError(
+        f"submodule {name!r} returns {type(output).__name__}; steer needs a tensor or a tuple starting "
+        f"with one (write the hook with forward_hooks)"
+    )
 
 
 def _names(names: Any) -> list[str]:
@@ -635,11 +659,15 @@ def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0)
         try:
             new = h + scale * vector.to(device=h.device, dtype=h.dtype)
         except RuntimeError as e:
-            raise ValueError(f"vector of shape {tuple(vector.shape)} does not broadcast against the output of "
-                             f"{name!r}, shape {tuple(h.shape)}") from e
+            raise ValueError(
+                f"vector of shape {tuple(vector.shape)} does not broadcast against the output of "
+                f"{name!r}, shape {tuple(h.shape)}"
+            ) from e
         if new.shape != h.shape:
-            raise ValueError(f"vector of shape {tuple(vector.shape)} would change the output shape of {name!r} "
-                             f"from {tuple(h.shape)} to {tuple(new.shape)}")
+            raise ValueError(
+                f"vector of shape {tuple(vector.shape)} would change the output shape of {name!r} "
+                f"from {tuple(h.shape)} to {tuple(new.shape)}"
+            )
         return _with_main_output(output, new, name)
 
     with forward_hooks(model, {name: hook}):
@@ -768,8 +796,9 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
-                 force: bool = False) -> Path:
+def convert_gguf(
+    gguf_file: str | os.PathLike, out_dir: str | os.PathLike | None = None, *, force: bool = False
+) -> Path:
     """Dequantise a GGUF checkpoint once into a folder ``transformers`` loads in seconds: float32 safetensors (never
     a pickle), ``config.json``, the tokenizer (``tokenizer.json``, rebuilt from the GGUF's metadata) and the
     generation config; returns the folder.
@@ -853,8 +882,10 @@ def load_small_lm(
         folder = root / gguf.stem
     if gguf is not None and not _is_converted(folder, _source(gguf)):
         if not convert:
-            raise FileNotFoundError(f"{gguf.name} is not converted in {str(folder)!r}: run `make venv`, or "
-                                    f"iclr26.hf.convert_gguf({str(gguf)!r}, {str(folder)!r})")
+            raise FileNotFoundError(
+                f"{gguf.name} is not converted in {str(folder)!r}: run `make venv`, or "
+                f"iclr26.hf.convert_gguf({str(gguf)!r}, {str(folder)!r})"
+            )
         print(f"converting {gguf.name} once into {folder} ...", flush=True)
         convert_gguf(gguf, folder)
     import transformers
@@ -892,8 +923,10 @@ def write_tiny_gguf(
     path = Path(path).expanduser()
     if path.suffix.lower() != ".gguf":
         raise ValueError(f"path must end with .gguf, got {str(path)!r}")
-    n_layers, d_model, d_mlp, context = (check_int(v, k, low=1) for v, k in [
-        (n_layers, "n_layers"), (d_model, "d_model"), (d_mlp, "d_mlp"), (context, "context")])
+    n_layers, d_model, d_mlp, context = (
+        check_int(v, k, low=1)
+        for v, k in [(n_layers, "n_layers"), (d_model, "d_model"), (d_mlp, "d_mlp"), (context, "context")]
+    )
     n_heads, n_kv_heads = check_int(n_heads, "n_heads", low=1), check_int(n_kv_heads, "n_kv_heads", low=1)
     if d_model % n_heads or (d_model // n_heads) % 2:
         raise ValueError(f"d_model must be n_heads times an even head size, got d_model={d_model}, n_heads={n_heads}")
@@ -933,10 +966,15 @@ def write_tiny_gguf(
     writer.add_tensor("token_embd.weight", weight(len(tokens), d_model))
     writer.add_tensor("output_norm.weight", np.ones(d_model, dtype=np.float32))
     for i in range(n_layers):
-        for name, shape in [("attn_q", (d_model, d_model)), ("attn_k", (n_kv_heads * head, d_model)),
-                            ("attn_v", (n_kv_heads * head, d_model)), ("attn_output", (d_model, d_model)),
-                            ("ffn_gate", (d_mlp, d_model)), ("ffn_up", (d_mlp, d_model)),
-                            ("ffn_down", (d_model, d_mlp))]:
+        for name, shape in [
+            ("attn_q", (d_model, d_model)),
+            ("attn_k", (n_kv_heads * head, d_model)),
+            ("attn_v", (n_kv_heads * head, d_model)),
+            ("attn_output", (d_model, d_model)),
+            ("ffn_gate", (d_mlp, d_model)),
+            ("ffn_up", (d_mlp, d_model)),
+            ("ffn_down", (d_model, d_mlp)),
+        ]:
             writer.add_tensor(f"blk.{i}.{name}.weight", weight(*shape))
         for name in ("attn_norm", "ffn_norm"):
             writer.add_tensor(f"blk.{i}.{name}.weight", np.ones(d_model, dtype=np.float32))

@@ -83,7 +83,11 @@ def run_chapter(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     namespace: dict[str, Any] = {
-        "__name__": "iclr26_launch", "scale": scale, "seed": seed, "device": device, "results": str(out)
+        "__name__": "iclr26_launch",
+        "scale": scale,
+        "seed": seed,
+        "device": device,
+        "results": str(out),
     }
     for i, src in enumerate(cells):
         exec(compile(src, f"{Path(notebook).name} launch cell {i}", "exec"), namespace)

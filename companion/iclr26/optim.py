@@ -68,17 +68,40 @@ _ADAM_SIDE = {"adam_lr": 3e-3, "adam_betas": (0.9, 0.95), "adam_weight_decay": 0
 #: Default hyperparameters per optimizer; every key here is a tunable of that optimizer (others raise ValueError).
 DEFAULTS: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
-    "nadamw": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1,
-               "momentum_decay": NADAMW_FIXED_MOMENTUM},
+    "nadamw": {
+        "lr": 3e-3,
+        "betas": (0.9, 0.95),
+        "eps": 1e-8,
+        "weight_decay": 0.1,
+        "momentum_decay": NADAMW_FIXED_MOMENTUM,
+    },
     "lion": {"lr": 3e-4, "betas": (0.9, 0.99), "weight_decay": 0.1, "cautious": False},
     "cautious": {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1},
     "mars": {"lr": 3e-3, "betas": (0.95, 0.99), "eps": 1e-8, "weight_decay": 0.1, "gamma": 0.025, "cautious": False},
-    "muon": {"lr": 0.02, "momentum": 0.95, "nesterov": True, "weight_decay": 0.1, "ns_steps": 5,
-             "adjust_lr_fn": None, **_ADAM_SIDE},
-    "soap": {"lr": 3e-3, "betas": (0.95, 0.95), "eps": 1e-8, "weight_decay": 0.1, "precondition_frequency": 10,
-             **_ADAM_SIDE},
-    "kron": {"lr": 1e-3, "momentum": 0.9, "weight_decay": 0.1, "pre_conditioner_update_probability": None,
-             **_ADAM_SIDE},
+    "muon": {
+        "lr": 0.02,
+        "momentum": 0.95,
+        "nesterov": True,
+        "weight_decay": 0.1,
+        "ns_steps": 5,
+        "adjust_lr_fn": None,
+        **_ADAM_SIDE,
+    },
+    "soap": {
+        "lr": 3e-3,
+        "betas": (0.95, 0.95),
+        "eps": 1e-8,
+        "weight_decay": 0.1,
+        "precondition_frequency": 10,
+        **_ADAM_SIDE,
+    },
+    "kron": {
+        "lr": 1e-3,
+        "momentum": 0.9,
+        "weight_decay": 0.1,
+        "pre_conditioner_update_probability": None,
+        **_ADAM_SIDE,
+    },
 }
 OPTIMIZERS = tuple(DEFAULTS)
 MATRIX_OPTIMIZERS = ("muon", "soap", "kron")
@@ -169,7 +192,8 @@ def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
         check_choice(hp["adjust_lr_fn"], "adjust_lr_fn", (None, "original", "match_rms_adamw"))
     if hp.get("pre_conditioner_update_probability") is not None:
         hp["pre_conditioner_update_probability"] = check_float(
-            hp["pre_conditioner_update_probability"], "pre_conditioner_update_probability", 0.0, 1.0, low_open=True)
+            hp["pre_conditioner_update_probability"], "pre_conditioner_update_probability", 0.0, 1.0, low_open=True
+        )
     return hp
 
 
@@ -208,21 +232,45 @@ def make_optimizer(
     everything = groups["hidden"] + groups["embedding"] + groups["other"]
 
     if key == "adamw":
-        return [torch.optim.AdamW(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
-                                  eps=hp["eps"])]
+        return [
+            torch.optim.AdamW(
+                _decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"], eps=hp["eps"]
+            )
+        ]
     if key == "nadamw":
-        return [torch.optim.NAdam(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
-                                  eps=hp["eps"], momentum_decay=hp["momentum_decay"], decoupled_weight_decay=True)]
+        return [
+            torch.optim.NAdam(
+                _decay_groups(everything, hp["weight_decay"]),
+                lr=hp["lr"],
+                betas=hp["betas"],
+                eps=hp["eps"],
+                momentum_decay=hp["momentum_decay"],
+                decoupled_weight_decay=True,
+            )
+        ]
     import pytorch_optimizer as po
 
     if key == "lion":
-        return [po.Lion(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
-                        cautious=hp["cautious"])]
+        return [
+            po.Lion(
+                _decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"], cautious=hp["cautious"]
+            )
+        ]
     if key in ("cautious", "mars"):
         gamma = 0.0 if key == "cautious" else hp["gamma"]
         cautious = True if key == "cautious" else hp["cautious"]
-        return [po.MARS(_decay_groups(everything, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
-                        gamma=gamma, mars_type="adamw", optimize_1d=True, cautious=cautious)]
+        return [
+            po.MARS(
+                _decay_groups(everything, hp["weight_decay"]),
+                lr=hp["lr"],
+                betas=hp["betas"],
+                eps=hp["eps"],
+                gamma=gamma,
+                mars_type="adamw",
+                optimize_1d=True,
+                cautious=cautious,
+            )
+        ]
 
     # matrix optimizers: hidden 2-D matrices to the preconditioner, everything else to AdamW
     hidden = [p for _, p in groups["hidden"]]
@@ -231,18 +279,41 @@ def make_optimizer(
         raise ValueError(f"{key!r} needs 2-D hidden weight matrices, but model has none outside the embeddings")
     if key == "muon":
         main: torch.optim.Optimizer = torch.optim.Muon(
-            hidden, lr=hp["lr"], weight_decay=hp["weight_decay"], momentum=hp["momentum"], nesterov=hp["nesterov"],
-            ns_steps=hp["ns_steps"], adjust_lr_fn=hp["adjust_lr_fn"])
+            hidden,
+            lr=hp["lr"],
+            weight_decay=hp["weight_decay"],
+            momentum=hp["momentum"],
+            nesterov=hp["nesterov"],
+            ns_steps=hp["ns_steps"],
+            adjust_lr_fn=hp["adjust_lr_fn"],
+        )
     elif key == "soap":
-        main = po.SOAP(hidden, lr=hp["lr"], betas=hp["betas"], eps=hp["eps"], weight_decay=hp["weight_decay"],
-                       precondition_frequency=hp["precondition_frequency"])
+        main = po.SOAP(
+            hidden,
+            lr=hp["lr"],
+            betas=hp["betas"],
+            eps=hp["eps"],
+            weight_decay=hp["weight_decay"],
+            precondition_frequency=hp["precondition_frequency"],
+        )
     else:  # kron
-        main = po.Kron(hidden, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"],
-                       pre_conditioner_update_probability=hp["pre_conditioner_update_probability"])
+        main = po.Kron(
+            hidden,
+            lr=hp["lr"],
+            momentum=hp["momentum"],
+            weight_decay=hp["weight_decay"],
+            pre_conditioner_update_probability=hp["pre_conditioner_update_probability"],
+        )
     opts = [main]
     if rest:
-        opts.append(torch.optim.AdamW(_decay_groups(rest, hp["adam_weight_decay"]), lr=hp["adam_lr"],
-                                      betas=hp["adam_betas"], eps=hp["adam_eps"]))
+        opts.append(
+            torch.optim.AdamW(
+                _decay_groups(rest, hp["adam_weight_decay"]),
+                lr=hp["adam_lr"],
+                betas=hp["adam_betas"],
+                eps=hp["adam_eps"],
+            )
+        )
     return opts
 
 
@@ -255,4 +326,3 @@ def describe(opts: list[torch.optim.Optimizer]) -> str:
         n = sum(p.numel() for g in o.param_groups for p in g["params"])
         parts.append(f"{type(o).__name__}({n:,} params)")
     return " + ".join(parts)
-

@@ -240,8 +240,15 @@ def pip_install(requirements: list[str], *, no_deps: bool = False, quiet: bool =
     if isinstance(requirements, str) or not all(isinstance(r, str) and r for r in requirements) or not requirements:
         raise TypeError(f"requirements must be a non-empty list of requirement strings, got {requirements!r}")
     no_deps, quiet = check_bool(no_deps, "no_deps"), check_bool(quiet, "quiet")
-    cmd = [sys.executable, "-m", "pip", "install", *(["-q"] if quiet else []), *(["--no-deps"] if no_deps else []),
-           *requirements]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *(["-q"] if quiet else []),
+        *(["--no-deps"] if no_deps else []),
+        *requirements,
+    ]
     try:
         done = subprocess.run(cmd, capture_output=quiet, text=True)
     except OSError as err:  # no interpreter at sys.executable (embedded Python): pip cannot run

@@ -173,8 +173,10 @@ class _Evaluator:
             if isinstance(out, Mapping):
                 if "loss" not in out:
                     raise ValueError("objective returned a dict without a 'loss' entry")
-                result = {k: (float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v)
-                          for k, v in out.items()}
+                result = {
+                    k: (float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v)
+                    for k, v in out.items()
+                }
             elif isinstance(out, numbers.Real) and not isinstance(out, bool):
                 result = {"loss": float(out)}
             else:

@@ -264,9 +264,9 @@ def _average_gradients(params: list[torch.nn.Parameter], world_size: int) -> Non
     if not params:
         return
     ref = params[0]
-    flat = torch.cat([
-        (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(ref.dtype) for p in params
-    ])
+    flat = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(ref.dtype) for p in params]
+    )
     present = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=ref.device)
     dist.all_reduce(flat)
     dist.all_reduce(present)

@@ -62,8 +62,10 @@ def _pil(image: Any, index: int) -> Any:
         image = image.detach().cpu().numpy()
     arr = np.asarray(image)
     if arr.dtype != np.uint8:
-        raise TypeError(f"images[{index}] must be a PIL image, a path or a uint8 array (0..255), got "
-                        f"{type(image).__name__} of dtype {arr.dtype}")
+        raise TypeError(
+            f"images[{index}] must be a PIL image, a path or a uint8 array (0..255), got "
+            f"{type(image).__name__} of dtype {arr.dtype}"
+        )
     if arr.ndim == 3 and arr.shape[-1] == 1:
         arr = arr[..., 0]
     if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[-1] not in (3, 4)):
@@ -114,8 +116,10 @@ def images_to_tensor(
             im = im.resize((hw[1], hw[0]), Image.Resampling.BICUBIC)
         a = np.asarray(im, dtype=np.uint8)
         if out and a.shape != out[0].shape:
-            raise ValueError(f"images[{i}] is {a.shape[1]}×{a.shape[0]} but images[0] is {out[0].shape[1]}×"
-                             f"{out[0].shape[0]}: pass size= to resize them to one size")
+            raise ValueError(
+                f"images[{i}] is {a.shape[1]}×{a.shape[0]} but images[0] is {out[0].shape[1]}×"
+                f"{out[0].shape[0]}: pass size= to resize them to one size"
+            )
         out.append(a)
     if not out:
         raise ValueError("images must hold at least one image")
@@ -163,8 +167,9 @@ def _read_parquet(files: list[Path], image_column: str | None, label_column: str
         columns = pf.schema_arrow.names
         img = _pick(columns, image_column, ("image", "img", "images"), "image_column", str(path))
         if img is None:
-            raise ValueError(f"{str(path)!r} has no image column (its columns: {', '.join(columns)}); "
-                             f"pass image_column")
+            raise ValueError(
+                f"{str(path)!r} has no image column (its columns: {', '.join(columns)}); pass image_column"
+            )
         lab = _pick(columns, label_column, ("label", "labels", "fine_label"), "label_column", str(path))
         if lab is not None and classes is None:
             classes = _hf_class_names(pf.schema_arrow.metadata, lab)
@@ -172,8 +177,9 @@ def _read_parquet(files: list[Path], image_column: str | None, label_column: str
             for i, cell in enumerate(batch.column(0).to_pylist()):
                 data = cell.get("bytes") if isinstance(cell, dict) else cell
                 if not isinstance(data, bytes):
-                    raise ValueError(f"{str(path)!r}: column {img!r} does not hold encoded images (got "
-                                     f"{type(cell).__name__})")
+                    raise ValueError(
+                        f"{str(path)!r}: column {img!r} does not hold encoded images (got {type(cell).__name__})"
+                    )
                 images.append(Image.open(io.BytesIO(data)))
                 if lab:
                     labels.append(batch.column(1)[i].as_py())
@@ -245,10 +251,13 @@ def load_image_dataset(
     _size(size)
     check_bool(center_crop, "center_crop")
     suffixes = IMAGE_SUFFIXES + (".npz", ".parquet")
-    files = dataset_files(source, data_files, suffixes=suffixes, allow_download=allow_download,
-                          revision=revision, cache_dir=cache_dir)
-    kinds = {".npz" if f.suffix.lower() == ".npz" else ".parquet" if f.suffix.lower() == ".parquet" else "image"
-             for f in files}
+    files = dataset_files(
+        source, data_files, suffixes=suffixes, allow_download=allow_download, revision=revision, cache_dir=cache_dir
+    )
+    kinds = {
+        ".npz" if f.suffix.lower() == ".npz" else ".parquet" if f.suffix.lower() == ".parquet" else "image"
+        for f in files
+    }
     if len(kinds) > 1:
         raise ValueError(f"source mixes file types ({', '.join(sorted(kinds))}); select one with data_files")
     kind = kinds.pop()
@@ -267,7 +276,9 @@ def load_image_dataset(
     if labels is not None:
         labels = np.asarray(labels)
         if labels.ndim != 1 or len(labels) != len(x) or not np.issubdtype(labels.dtype, np.integer):
-            raise ValueError(f"the labels must be {len(x)} integers, one per image, got dtype {labels.dtype} and "
-                             f"shape {labels.shape}")
+            raise ValueError(
+                f"the labels must be {len(x)} integers, one per image, got dtype {labels.dtype} and "
+                f"shape {labels.shape}"
+            )
         y = torch.from_numpy(labels.astype(np.int64))
     return ImageData(x, y, classes)

@@ -90,6 +90,14 @@ def planted_slow_fast(
     fast = fast_coef @ fast_atoms
     x = slow + fast + noise * rng.standard_normal((n_seq, seq_len, d))
     f32 = lambda a: torch.tensor(a, dtype=torch.float32)
-    return PlantedSlowFast(x=f32(x), slow=f32(slow), fast=f32(fast), topic=torch.tensor(topic),
-                           boundary=torch.tensor(boundary), fast_coef=f32(fast_coef), slow_atoms=f32(slow_atoms),
-                           fast_atoms=f32(fast_atoms), topic_atoms=torch.tensor(topic_atoms))
+    return PlantedSlowFast(
+        x=f32(x),
+        slow=f32(slow),
+        fast=f32(fast),
+        topic=torch.tensor(topic),
+        boundary=torch.tensor(boundary),
+        fast_coef=f32(fast_coef),
+        slow_atoms=f32(slow_atoms),
+        fast_atoms=f32(fast_atoms),
+        topic_atoms=torch.tensor(topic_atoms),
+    )

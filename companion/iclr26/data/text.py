@@ -58,11 +58,14 @@ def _record_text(record: Any, text_field: str, path: Path) -> str | None:
         return record
     if isinstance(record, dict):
         if text_field not in record:
-            raise ValueError(f"text_field {text_field!r} is not a field of the records in {str(path)!r}; "
-                             f"they have {', '.join(map(repr, record))}")
+            raise ValueError(
+                f"text_field {text_field!r} is not a field of the records in {str(path)!r}; "
+                f"they have {', '.join(map(repr, record))}"
+            )
         return record[text_field]
-    raise ValueError(f"{str(path)!r} holds {type(record).__name__} records; want objects with a {text_field!r} "
-                     f"field, or strings")
+    raise ValueError(
+        f"{str(path)!r} holds {type(record).__name__} records; want objects with a {text_field!r} field, or strings"
+    )
 
 
 def _read_file(path: Path, text_field: str, separator: str | None) -> Iterator[str | None]:
@@ -74,8 +77,10 @@ def _read_file(path: Path, text_field: str, separator: str | None) -> Iterator[s
             raise ImportError(f"reading {str(path)!r} needs pyarrow: pip install pyarrow") from e
         pf = pq.ParquetFile(path)
         if text_field not in pf.schema_arrow.names:
-            raise ValueError(f"text_field {text_field!r} is not a column of {str(path)!r}; it has "
-                             f"{', '.join(map(repr, pf.schema_arrow.names))}")
+            raise ValueError(
+                f"text_field {text_field!r} is not a column of {str(path)!r}; it has "
+                f"{', '.join(map(repr, pf.schema_arrow.names))}"
+            )
         for batch in pf.iter_batches(columns=[text_field]):
             yield from batch.column(0).to_pylist()
         return
@@ -139,8 +144,14 @@ def load_text_corpus(
         raise TypeError(f"separator must be None or a non-empty str, got {separator!r}")
     if n_docs is not None:
         n_docs = check_int(n_docs, "n_docs", low=1)
-    files = dataset_files(source, data_files, suffixes=TEXT_SUFFIXES, allow_download=allow_download,
-                          revision=revision, cache_dir=cache_dir)
+    files = dataset_files(
+        source,
+        data_files,
+        suffixes=TEXT_SUFFIXES,
+        allow_download=allow_download,
+        revision=revision,
+        cache_dir=cache_dir,
+    )
     for path in files:
         _suffix(path)  # an unreadable file type fails now, not halfway through the corpus
     return _documents(files, text_field, separator, n_docs)
@@ -175,8 +186,9 @@ def _token_ids(doc: Any, tokenizer: Callable[[str], Any] | None, index: int, lim
         ids = ids.detach().cpu().numpy()
     arr = np.asarray(ids)
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"docs[{index}] must give a 1-D sequence of integer token ids, got dtype {arr.dtype} and "
-                         f"shape {arr.shape}")
+        raise ValueError(
+            f"docs[{index}] must give a 1-D sequence of integer token ids, got dtype {arr.dtype} and shape {arr.shape}"
+        )
     if arr.size and arr.min() < 0:
         raise ValueError(f"docs[{index}] holds a negative token id ({arr.min()})")
     if limit is not None and arr.size and arr.max() > limit:

@@ -231,8 +231,9 @@ class TinyDiT(HookedModule):
         order = ["embed", "cond"]
         for layer in range(self.depth):
             p = f"blocks.{layer}."
-            order += [p + n for n in ("attn.pattern", "attn.head_out", "attn_out", "resid_mid", "mlp_out",
-                                      "resid_post")]
+            order += [
+                p + n for n in ("attn.pattern", "attn.head_out", "attn_out", "resid_mid", "mlp_out", "resid_post")
+            ]
         return order
 
     # -------------------------------------------------------------------------------------- gates

@@ -62,6 +62,7 @@ __all__ = [
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
+
 # ------------------------------------------------------------------------------------------------ config
 @dataclass
 class TransformerConfig:
@@ -366,8 +367,21 @@ class TinyTransformer(HookedModule):
         order = ["embed", "pos_embed"]
         for layer in range(self.cfg.n_layers):
             p = f"blocks.{layer}."
-            order += [p + n for n in ("resid_pre", "attn.scores", "attn.pattern", "attn.head_out", "attn_out",
-                                      "resid_mid", "mlp.pre", "mlp.post", "mlp_out", "resid_post")]
+            order += [
+                p + n
+                for n in (
+                    "resid_pre",
+                    "attn.scores",
+                    "attn.pattern",
+                    "attn.head_out",
+                    "attn_out",
+                    "resid_mid",
+                    "mlp.pre",
+                    "mlp.post",
+                    "mlp_out",
+                    "resid_post",
+                )
+            ]
         return order + ["final_resid"]
 
     def hook_axes(self, name: str) -> tuple[int, int | None]:
