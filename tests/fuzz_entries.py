@@ -234,6 +234,7 @@ E(
     {"name": STR, "value": Given([object()]), "display": BOOL},
 )
 E(P + "claims.format_value", lambda: (claims.format_value, dict(value=1.5)), {})
+E(P + "claims.result_mark", lambda: (claims.result_mark, dict(kind="report", passed=True, holds=None)), {})
 E(
     P + "claims.claims_table",
     lambda: (claims.claims_table, dict(claims=None, chapter=None)),

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "companion"))
 
 from reproducibility import load_runs  # noqa: E402
 
-from iclr26.claims import VERDICTS, format_value  # noqa: E402
+from iclr26.claims import VERDICTS, format_value, result_mark  # noqa: E402
 
 _ORDER = {"ci": 0, "book": 1, "paper": 2}
 
@@ -57,10 +57,7 @@ def evidence_cell(row: dict, claims: dict[str, dict], sep: str = "<br>") -> str:
             if c is None:
                 parts.append(f"{label}`{n}` (not recorded)")
                 continue
-            if c.get("kind") == "report":
-                mark = {True: "●", False: "○"}.get(c.get("holds"), "·")
-            else:
-                mark = "✓" if c.get("passed") else "✗"
+            mark = result_mark(c.get("kind", "claim"), c.get("passed"), c.get("holds"))
             parts.append(f"{mark} {label}`{n}` {_value(c.get('value'))}")
     return sep.join(parts) if parts else "—"
 

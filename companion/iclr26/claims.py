@@ -73,6 +73,7 @@ __all__ = [
     "verdicts_table",
     "verdict_word",
     "verdict_problems",
+    "result_mark",
     "recorded_verdicts",
     "results",
     "glue",
@@ -121,14 +122,24 @@ class Claim:
 
     @property
     def mark(self) -> str:
-        if self.kind == "report":
-            return {True: "●", False: "○", None: "·"}[self.holds]
-        return "✓" if self.passed else "✗"
+        return result_mark(self.kind, self.passed, self.holds)
 
     @property
     def established(self) -> bool | None:
         """Whether this result supports the paper's statement: a check's ``passed``, a report's ``holds``."""
-        return self.holds if self.kind == "report" else self.passed
+        return _established(self.kind, self.passed, self.holds)
+
+
+def _established(kind: str, passed: Any, holds: Any) -> Any:
+    return holds if kind == "report" else passed
+
+
+def result_mark(kind: str, passed: Any, holds: Any = None) -> str:
+    """The mark a recorded result shows: ✓/✗ for a check that passed or failed; for a report ● (the paper's direction
+    holds here), ○ (it does not) or · (no direction given). Used for :class:`Claim` rows and the run's JSON alike."""
+    if kind == "report":
+        return {True: "●", False: "○"}.get(holds, "·")
+    return "✓" if passed else "✗"
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -624,36 +635,41 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     return names
 
 
-def _rule_problems(word: str, evidence: list[dict], controls: list[dict]) -> list[str]:
-    """What the verdict rules find wrong with a row, given the recorded entries it cites (dicts or Claims)."""
+def _row_problems(word: Any, evidence: Any, controls: Any, recorded: dict[str, Any]) -> list[str]:
+    """What the verdict rules find wrong with a row citing ``evidence`` and ``controls`` (names), given the results
+    ``recorded`` by name (:class:`Claim` objects in a session, dicts in a run's JSON)."""
 
-    def get(c, key):
+    def get(c: Any, key: str) -> Any:
         return c.get(key) if isinstance(c, dict) else getattr(c, key)
 
-    def established(c):
-        return get(c, "holds") if get(c, "kind") == "report" else get(c, "passed")
-
+    missing = [n for n in (*evidence, *controls) if n not in recorded]
+    if missing:
+        return [f"evidence/controls name results this run did not record: {missing}"]
+    ev, ctl = [recorded[n] for n in evidence], [recorded[n] for n in controls]
     problems = []
-    if word == "not reproduced" and not any(get(c, "kind") == "control" and get(c, "passed") for c in controls):
+    not_controls = [n for n in controls if get(recorded[n], "kind") != "control"]
+    if not_controls:
+        problems.append(f"controls must be recorded with control_*; these are not controls: {not_controls}")
+    if word == "not reproduced" and not any(get(c, "kind") == "control" and get(c, "passed") for c in ctl):
         problems.append(
             "'not reproduced' needs a passing control (a check, recorded with control_*, that the measurement detects "
             "the paper's effect where it is present by construction); without one the word is 'not tested here', and "
             "why says what a fair test would need"
         )
-    if word == "reproduced" and not any(get(c, "kind") == "claim" and get(c, "passed") for c in evidence):
+    if word == "reproduced" and not any(get(c, "kind") == "claim" and get(c, "passed") for c in ev):
         problems.append(
             "'reproduced' needs at least one passing claim (claim_*) in its evidence, not only sanity checks or reports"
         )
     if word == "partly":
-        holds = [get(c, "name") for c in evidence if established(c)]
-        short = [get(c, "name") for c in evidence if not established(c)]
+        holds = [get(c, "name") for c in ev if _established(get(c, "kind"), get(c, "passed"), get(c, "holds"))]
+        short = [get(c, "name") for c in ev if get(c, "name") not in holds]
         if not holds or not short:
             problems.append(
                 "'partly' names what holds and what does not, each with evidence: cite at least one result that holds "
                 "(a passing claim, or a report with holds=True) and one that does not or is not established (a report "
                 f"with holds=False or None); holds: {holds}, does not: {short}"
             )
-    if word == "reported only" and not evidence:
+    if word == "reported only" and not ev:
         problems.append("'reported only' needs the reports it rests on in its evidence")
     return problems
 
@@ -689,13 +705,7 @@ def verdict(
     paper = _check_text(paper, "paper")
     why = _check_text(why, "why")
     ev, ctl = _names(evidence, "evidence"), _names(controls, "controls")
-    missing = [n for n in (*ev, *ctl) if n not in _CLAIMS]
-    if missing:
-        raise ValueError(f"verdict {headline!r}: evidence/controls name results this run did not record: {missing}")
-    not_controls = [n for n in ctl if _CLAIMS[n].kind != "control"]
-    if not_controls:
-        raise ValueError(f"verdict {headline!r}: controls must be recorded with control_*: {not_controls}")
-    problems = _rule_problems(word, [_CLAIMS[n] for n in ev], [_CLAIMS[n] for n in ctl])
+    problems = _row_problems(word, ev, ctl, _CLAIMS)
     if problems:
         raise ValueError(f"verdict {headline!r} ({word}): " + "; ".join(problems))
     row = Verdict(headline=headline, verdict=word, paper=paper, evidence=ev, controls=ctl, why=why)
@@ -747,17 +757,7 @@ def verdict_problems(result: dict[str, Any]) -> list[str]:
         if not isinstance(ev, list) or not isinstance(ctl, list):
             problems.append(f"{head!r}: evidence and controls must be lists of recorded names")
             continue
-        missing = [n for n in (*ev, *ctl) if n not in recorded]
-        if missing:
-            problems.append(f"{head!r}: cites names the run did not record: {missing}")
-            continue
-        wrong = [n for n in ctl if recorded[n].get("kind") != "control"]
-        if wrong:
-            problems.append(f"{head!r}: controls that are not controls: {wrong}")
-        problems += [
-            f"{head!r}: {p}"
-            for p in _rule_problems(row.get("verdict"), [recorded[n] for n in ev], [recorded[n] for n in ctl])
-        ]
+        problems += [f"{head!r}: {p}" for p in _row_problems(row.get("verdict"), ev, ctl, recorded)]
     return problems
 
 
