@@ -295,6 +295,7 @@ def test_results_renders_verdicts_checks_and_uncited():
         results("no spaces")
 
 
+@pytest.mark.kernel
 def test_read_notebook_round_trip(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -353,6 +354,7 @@ def test_read_notebook_bad_input(tmp_path):
         read_notebook(bad)
 
 
+@pytest.mark.kernel
 def test_read_notebook_flags_a_name_recorded_twice(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [

@@ -46,6 +46,7 @@ def tiny(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.kernel
 def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     out_json = tmp_path / "r.json"
     rc = main(
@@ -103,6 +104,7 @@ def test_run_ok_writes_exact_json(tiny, tmp_path, capsys):
     assert "1/1 paper claims, 1/1 controls, 1/1 sanity checks passed, 1 verdicts" in capsys.readouterr().out
 
 
+@pytest.mark.kernel
 def test_run_fails_on_a_verdict_that_breaks_the_rules(tiny, tmp_path, capsys):
     """A row slipped past verdict() (here written straight into the registry) is caught when the run is read."""
     assert main(["run", str(tiny), "--seed", "31", "--json", str(tmp_path / "v.json")]) == 1
@@ -111,6 +113,7 @@ def test_run_fails_on_a_verdict_that_breaks_the_rules(tiny, tmp_path, capsys):
     assert "VERDICT RULES BROKEN" in capsys.readouterr().out
 
 
+@pytest.mark.kernel
 def test_run_exit_codes(tiny, tmp_path):
     assert main(["run", str(tiny), "--seed", "13", "--json", str(tmp_path / "f.json")]) == 1
     assert json.loads((tmp_path / "f.json").read_text())["ok"] is False
@@ -125,6 +128,7 @@ def test_run_exit_codes(tiny, tmp_path):
     assert json.loads((tmp_path / "d.json").read_text())["duplicates"] == ["seed_not_13"]
 
 
+@pytest.mark.kernel
 def test_hung_cell_and_hung_notebook_fail_with_their_names(tiny, tmp_path):
     r = run_notebook(tiny, seed=77, cell_timeout=3)
     assert r["ok"] is False and "CellTimeoutError" in r["error"] and "if seed == 77" in r["error"]  # the cell, named
@@ -146,6 +150,7 @@ def test_run_notebook_bad_input(tiny):
         run_notebook(tiny, timeout="1h")
 
 
+@pytest.mark.kernel
 def test_list_reads_toc(tmp_path, tiny):
     (tmp_path / "nbs").mkdir()
     (tmp_path / "nbs" / "tiny.ipynb").write_bytes(tiny.read_bytes())

@@ -83,6 +83,7 @@ def _torchrun(tmp_path: Path, mode: str) -> None:
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("mode", ["fit", "resume"])
 def test_two_gloo_ranks_match_one_process_on_the_whole_batch(tmp_path, mode):
     _torchrun(tmp_path, mode)

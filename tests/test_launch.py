@@ -71,6 +71,7 @@ def test_one_process_runs_the_tagged_cells_and_keeps_the_result(tmp_path):
     assert set(load_file(str(tmp_path / "runs" / "linear_ci_seed3.safetensors"))) == {"weight", "bias"}
 
 
+@pytest.mark.kernel
 def test_two_gloo_processes_under_torchrun_match_one(tmp_path):
     nb = _notebook(tmp_path)
     run_chapter(nb, tmp_path / "one", scale="book", seed=0)

@@ -99,6 +99,7 @@ def test_the_layer_check_can_fail(tmp_path):
     assert {LAYERS[_unit(m)] for m in _imports(bad)} == {3, 4}
 
 
+@pytest.mark.kernel
 def test_built_wheel_holds_every_module(tmp_path):
     # Build from a copy: an in-tree build would leave companion/build/ behind.
     src = tmp_path / "companion"

@@ -5,6 +5,7 @@ from nbclient import NotebookClient
 from iclr26.plot import savefig, use_style
 
 
+@pytest.mark.kernel
 def test_figures_render_inline_even_with_agg_backend(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")  # as a Makefile or CI environment might set it
     nb = nbformat.v4.new_notebook()

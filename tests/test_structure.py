@@ -58,6 +58,78 @@ def _src_all(nb_path: Path) -> str:
     return "\n".join(_src(c) for c in _cells(nb_path))
 
 
+def _literal(node):
+    """A SCALES table's value: literals, lists, tuples, dicts and dict(...) calls of them."""
+    import ast
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        return {kw.arg: _literal(kw.value) for kw in node.keywords}
+    if isinstance(node, ast.Dict):
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e) for e in node.elts]
+    return ast.literal_eval(node)
+
+
+def scales_table(nb_path: Path) -> dict:
+    """The chapter's ``SCALES = {...}`` table, read from the source without running it (a knob whose value is an
+    expression, such as ``LR[2:6]``, reads as None and is left out of the switch rule)."""
+    import ast
+
+    for cell in _cells(nb_path):
+        if cell["cell_type"] != "code":
+            continue
+        for stmt in ast.parse(_src(cell)).body:
+            if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "SCALES" for t in stmt.targets):
+                table = {}
+                for key, value in zip(stmt.value.keys, stmt.value.values, strict=True):
+                    knobs = (
+                        value.keywords if isinstance(value, ast.Call) else zip(value.keys, value.values, strict=True)
+                    )
+                    pairs = [(k.arg, k.value) for k in knobs] if isinstance(value, ast.Call) else knobs
+                    row = {}
+                    for name, node in pairs:
+                        name = name if isinstance(name, str) else ast.literal_eval(name)
+                        try:
+                            row[name] = _literal(node)
+                        except ValueError:
+                            row[name] = None
+                    table[ast.literal_eval(key)] = row
+                return table
+    raise AssertionError(f"{nb_path.name}: no SCALES table")
+
+
+def book_only_switches(table: dict, exempt: dict | None = None) -> list[str]:
+    """Knobs that switch something on at ``book`` and off at ``ci``: a value that is true-ish at book (True, a
+    non-empty list, a non-zero count) and false-ish at ci, or a list of variant names (strings) at book with a name
+    that ci lacks. ``exempt`` (the notebook's ``metadata.iclr26.book_only``: knob -> why) lists the knobs that truly
+    cannot run at ci size."""
+    exempt = exempt or {}
+    ci, book = table["ci"], table["book"]
+    found = []
+    for knob, value in book.items():
+        if knob in exempt or value is None or ci.get(knob, 0) is None:
+            continue
+        if value and not ci.get(knob):
+            found.append(f"{knob} (book {value!r}, ci {ci.get(knob)!r})")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            missing = [v for v in value if v not in (ci.get(knob) or [])]
+            if missing:
+                found.append(f"{knob} (ci lacks {missing})")
+    return found
+
+
+def test_switch_rule_flags_a_planted_book_only_switch():
+    table = {
+        "ci": {"n": 10, "extra": False, "variants": ["a"]},
+        "book": {"n": 99, "extra": True, "variants": ["a", "b"]},
+    }
+    assert book_only_switches(table) == ["extra (book True, ci False)", "variants (ci lacks ['b'])"]
+    assert book_only_switches(table, {"extra": "why", "variants": "why"}) == []
+    table["ci"].update(extra=True, variants=["a", "b"])
+    assert book_only_switches(table) == []
+
+
 def test_course_guide_is_current():
     from teaching import main as teaching
 
@@ -149,6 +221,19 @@ class TestChapterNotebook:
         assert len(re.findall(r"(?<![\w.])verdict\(", src)) >= 3, "a verdict row per headline claim (at least three)"
         assert "paper_vs_ours" not in _src_all(nb_path), "what the paper reports goes into verdict(paper=...)"
         assert "calibration=" not in _src_all(nb_path), "calibration comes from the robustness data, not typed"
+
+    def test_every_switch_on_at_book_is_on_at_ci(self, nb_path):
+        """ci runs every code path book runs, at smaller sizes (book/conventions.md): a feature switch on at book is
+        on at ci too, unless metadata.iclr26.book_only names it with the reason it cannot run at ci size."""
+        meta = json.loads(nb_path.read_text())["metadata"].get("iclr26", {})
+        exempt = meta.get("book_only", {})
+        assert all(isinstance(why, str) and why.strip() for why in exempt.values()), "book_only: knob -> why"
+        table = scales_table(nb_path)
+        assert set(exempt) <= set(table["book"]), (
+            f"book_only names unknown knobs {sorted(set(exempt) - set(table['book']))}"
+        )
+        off = book_only_switches(table, exempt)
+        assert not off, f"{nb_path.stem}: on at book, off at ci: {'; '.join(off)}"
 
     def test_has_claims_results_and_exercises(self, nb_path):
         text = _src_all(nb_path)

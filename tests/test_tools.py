@@ -278,3 +278,20 @@ def test_robustness_leaves_reports_out_and_writes_what_chapters_read():
         "bound": 0.5,
         "slack": 0.1,
     }
+
+
+def test_robustness_compares_the_hash_seed_twin(tmp_path):
+    from robustness import determinism, glue_differences, write_page
+
+    run = {"notebook": "nbs/alpha.ipynb", "seed": 0, "claims": [], "glued": {"a": 1.0, "seconds_fit": 3.1, "b": "x"}}
+    same = {**run, "glued": {"a": 1.0, "seconds_fit": 2.7, "b": "x"}}
+    assert glue_differences(run, same) == []  # run times differ by nature and are left out
+    other = {**run, "notebook": "nbs/beta.ipynb"}
+    moved = {**other, "glued": {"a": 1.5, "c": 0}}
+    assert glue_differences(other, moved) == ["a", "b", "c"]  # a changed value, a name glued in one run only
+    broken = {"notebook": "nbs/gamma.ipynb", "seed": 0, "error": "boom", "glued": {}}
+    hashing = determinism([run, other, {**broken, "error": None}], [same, moved, broken])
+    assert hashing == {"alpha": [], "beta": ["a", "b", "c"], "gamma": None}
+    page = write_page([run], tmp_path / "r.md", hashing=hashing).read_text()
+    assert "1 of 3 chapters glue identical values" in page
+    assert "- `beta`: differs in a, b, c" in page and "- `gamma`: did not run to the end" in page

@@ -50,7 +50,8 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_chapter(notebook: Path, scale: str, seed: int = 0) -> dict:
+def run_chapter(notebook: Path, scale: str, seed: int = 0, env: dict[str, str] | None = None) -> dict:
+    """Run one chapter with ``python -m iclr26 run`` in a fresh process (``env``: extra environment variables)."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = Path(tmp) / "result.json"
         cmd = [
@@ -69,7 +70,14 @@ def run_chapter(notebook: Path, scale: str, seed: int = 0) -> dict:
             str(out_json),
         ]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
         ps = psutil.Process(proc.pid)
         peak = 0
         while proc.poll() is None:

@@ -16,6 +16,11 @@ units; see :class:`iclr26.claims.Claim`). The *room* is the slack relative to th
 claims with the least room are the book's tightest, and they head the page. Reports (numbers shown, not asserted)
 have no line and are left out.
 
+Cross-process determinism: every run sets ``PYTHONHASHSEED`` (1), and each chapter's seed-0 run is repeated under a
+second hash seed (2) in _build/robustness/<slug>-hashtwin.json. A chapter whose glued values (run times aside) differ
+between the two depends on string hashing or set order, which a reader's rerun would not reproduce: the page lists it
+and the command fails.
+
 Beside the page it writes book/robustness.json (committed): per chapter and check, the pass count and the worst
 seed's value, line and slack. Each chapter's Results table (``iclr26.results``) reads it to show how a check fared over
 seeds beside its threshold, so that no calibration is typed by hand.
@@ -28,6 +33,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +47,8 @@ from bench_sae import machine_info  # noqa: E402
 RUNS = ROOT / "_build" / "robustness"
 SUMMARY = ROOT / "book" / "robustness.json"
 TIGHTEST = 8  # rows in the page's "tightest claims" table
+HASH_SEED, TWIN_HASH_SEED = "1", "2"  # PYTHONHASHSEED of every run, and of each chapter's seed-0 twin
+TIMING = re.compile(r"(^|_)seconds($|_)")  # glued run times, which differ from run to run by nature
 
 
 def room(slack: float | None, bound: float | None, value) -> float | None:
@@ -143,9 +151,16 @@ def _room(x: float | None) -> str:
     return "—" if x is None else ("∞" if math.isinf(x) else f"{100 * x:.0f} %")
 
 
-def write_page(runs: list[dict], out: Path, meta: dict | None = None, rows: list[dict] | None = None) -> Path:
-    """book/robustness.md: the tightest claims of the book, then one table per chapter (``rows``: what
-    :func:`summarise` gives for ``runs``, when the caller has it already)."""
+def write_page(
+    runs: list[dict],
+    out: Path,
+    meta: dict | None = None,
+    rows: list[dict] | None = None,
+    hashing: dict[str, list[str] | None] | None = None,
+) -> Path:
+    """book/robustness.md: the tightest claims of the book, cross-process determinism (``hashing``: what
+    :func:`determinism` gives), then one table per chapter (``rows``: what :func:`summarise` gives for ``runs``, when
+    the caller has it already)."""
     rows = summarise(runs) if rows is None else rows
     meta = meta or {}
     seeds = sorted({r["seed"] for r in runs})
@@ -195,6 +210,22 @@ def write_page(runs: list[dict], out: Path, meta: dict | None = None, rows: list
             f"| {_fmt(w['bound'])} | {_fmt(w['slack'])} | {_room(r['room'])} |"
         )
     lines.append("")
+    if hashing:
+        same = [slug for slug, names in hashing.items() if names == []]
+        lines += [
+            "## Cross-process determinism",
+            "",
+            f"Each chapter's seed-0 run, repeated in a fresh process under another `PYTHONHASHSEED` ({HASH_SEED} and "
+            f"{TWIN_HASH_SEED}): {len(same)} of {len(hashing)} chapters glue identical values (run times aside), so "
+            "nothing they show depends on string hashing or set order.",
+            "",
+        ]
+        lines += [
+            f"- `{slug}`: " + ("did not run to the end" if names is None else "differs in " + ", ".join(names))
+            for slug, names in hashing.items()
+            if names != []
+        ]
+        lines.append("")
     for chapter in sorted({r["chapter"] for r in rows}):
         lines += [
             f"## {{doc}}`/nbs/{chapter}`",
@@ -218,6 +249,31 @@ def _run_path(slug: str, seed: int) -> Path:
     return RUNS / f"{slug}-seed{seed}.json"
 
 
+def _twin_path(slug: str) -> Path:
+    return RUNS / f"{slug}-hashtwin.json"
+
+
+def glue_differences(run: dict, twin: dict) -> list[str]:
+    """Names glued with different values in two runs of the same chapter and seed (run times left out), or glued in
+    one run only."""
+    a, b = run.get("glued", {}), twin.get("glued", {})
+    return sorted(n for n in set(a) | set(b) if not TIMING.search(n) and (n not in a or n not in b or a[n] != b[n]))
+
+
+def determinism(runs: list[dict], twins: list[dict]) -> dict[str, list[str] | None]:
+    """Per chapter with a twin: the glued names that differ between its seed-0 run and its twin (empty: none; None:
+    one of the two did not run to the end)."""
+    seed0 = {Path(r["notebook"]).stem: r for r in runs if r["seed"] == 0}
+    out: dict[str, list[str] | None] = {}
+    for twin in sorted(twins, key=lambda t: Path(t["notebook"]).stem):
+        slug = Path(twin["notebook"]).stem
+        run = seed0.get(slug)
+        if run is None:
+            continue
+        out[slug] = None if run.get("error") or twin.get("error") else glue_differences(run, twin)
+    return out
+
+
 def code_hash(notebook: Path) -> str:
     """A hash of the notebook's code cells: prose, tags and outputs do not change what a run computes."""
     import hashlib
@@ -227,10 +283,12 @@ def code_hash(notebook: Path) -> str:
     return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
 
 
-def _fresh(notebook: Path, seed: int, code: str) -> bool:
-    """A kept run counts while the notebook's code (``code``: its :func:`code_hash`) is what it ran."""
-    path = _run_path(notebook.stem, seed)
-    return path.is_file() and json.loads(path.read_text()).get("code_hash") == code
+def _fresh(path: Path, code: str, hash_seed: str) -> bool:
+    """A kept run counts while the notebook's code (``code``: its :func:`code_hash`) and hash seed are what it ran."""
+    if not path.is_file():
+        return False
+    kept = json.loads(path.read_text())
+    return kept.get("code_hash") == code and kept.get("hash_seed") == hash_seed
 
 
 def load_runs(slugs: set[str] | None = None) -> list[dict]:
@@ -262,14 +320,18 @@ def main(argv: list[str] | None = None) -> int:
         chapters = [c for c in every if c.stem in set(args.only)]
     if not args.pages_only:
         codes = {nb.stem: code_hash(nb) for nb in chapters}
-        todo = [(nb, s) for nb in chapters for s in args.seeds if args.rerun or not _fresh(nb, s, codes[nb.stem])]
+        plan = [(nb, s, _run_path(nb.stem, s), HASH_SEED) for nb in chapters for s in args.seeds]
+        if 0 in args.seeds:
+            plan += [(nb, 0, _twin_path(nb.stem), TWIN_HASH_SEED) for nb in chapters]
+        todo = [item for item in plan if args.rerun or not _fresh(item[2], codes[item[0].stem], item[3])]
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
         RUNS.mkdir(parents=True, exist_ok=True)
 
         def one(item):
-            nb, seed = item
-            result = {**run_chapter(nb.relative_to(ROOT), "ci", seed), "code_hash": codes[nb.stem]}
-            _run_path(nb.stem, seed).write_text(json.dumps(result, indent=2, default=str) + "\n")
+            nb, seed, path, hash_seed = item
+            run = run_chapter(nb.relative_to(ROOT), "ci", seed, env={"PYTHONHASHSEED": hash_seed})
+            result = {**run, "code_hash": codes[nb.stem], "hash_seed": hash_seed}
+            path.write_text(json.dumps(result, indent=2, default=str) + "\n")
             return result
 
         print(f"{len(todo)} runs to do ({args.jobs} at a time)", flush=True)
@@ -277,16 +339,24 @@ def main(argv: list[str] | None = None) -> int:
             list(pool.map(one, todo))
     runs = [r for r in load_runs({c.stem for c in every}) if r["seed"] in set(args.seeds)]
     meta = {"date": dt.date.today().isoformat(), "machine": f"{os.cpu_count()} cores", **machine_info()}
-    summary = {**meta, "seeds": args.seeds, "rows": summarise(runs)}
+    twins = [json.loads(p.read_text()) for p in sorted(RUNS.glob("*-hashtwin.json"))]
+    twins = [t for t in twins if Path(t["notebook"]).stem in {c.stem for c in every}]
+    hashing = determinism(runs, twins)
+    summary = {**meta, "seeds": args.seeds, "rows": summarise(runs), "determinism": hashing}
     (ROOT / "_build").mkdir(exist_ok=True)
     (ROOT / "_build" / "robustness.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print(write_page(runs, ROOT / "book" / "robustness.md", meta, summary["rows"]))
+    print(write_page(runs, ROOT / "book" / "robustness.md", meta, summary["rows"], hashing))
     seeds_run = sorted({r["seed"] for r in runs})
     SUMMARY.write_text(json.dumps(notebook_summary(summary["rows"], seeds_run, meta["date"]), indent=1) + "\n")
     print(SUMMARY)
     rows = summary["rows"]
     bad = [f"{r['chapter']}:{r['name']}" for r in rows if r["passed"] < len(r["seeds"])] + [
         f"{Path(r['notebook']).stem} seed {r['seed']} did not run" for r in failed_runs(runs)
+    ]
+    bad += [
+        f"{slug} glues {names or 'nothing comparable'} differently under two hash seeds"
+        for slug, names in hashing.items()
+        if names != []
     ]
     for line in bad:
         print("not robust:", line)
