@@ -902,6 +902,8 @@ SKIP(P + "hf.install_small_lm", "installs packages with pip")
 SKIP(P + "hf.convert_gguf", "converts a GGUF file (seconds each); argument checks: tests/test_small_lm.py")
 SKIP(P + "hf.load_small_lm", "loads a language model (seconds each); argument checks: tests/test_small_lm.py")
 SKIP(P + "hf.write_tiny_gguf", "writes a model file (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.write_tiny_model", "writes a model folder (a second each); argument checks: tests/test_hf.py")
+DATA(P + "hf.TINY_KINDS")
 E(P + "hf.small_lm_gguf", lambda: (hf.small_lm_gguf, {}))
 E(
     P + "hf.lm_cache_dir",

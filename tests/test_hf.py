@@ -561,3 +561,45 @@ def test_hub_image_features_bad_input(tiny_dinov2, monkeypatch):
     monkeypatch.delenv(ALLOW_DOWNLOAD_ENV, raising=False)
     with pytest.raises(NotDownloadedError, match="hf download iclr26-test/absent-dinov2"):
         image_features(imgs, "iclr26-test/absent-dinov2")
+
+
+# ------------------------------------------------------------------------------------------------ write_tiny_model
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gpt_neox"])
+def test_write_tiny_model_causal_lms_load_and_run(tmp_path, kind):
+    from iclr26.hf import write_tiny_model
+
+    folder = write_tiny_model(kind, tmp_path / kind, words=["red circle", "blue"])
+    model = load_pretrained(folder)
+    tok = load_pretrained(folder, "tokenizer")
+    ids = tok("the red circle is blue", return_tensors="pt").input_ids
+    assert tok.unk_token_id not in ids.tolist()[0]  # the words given are in the vocabulary
+    h = residual_activations(model, ids, layers=[0, 2])
+    assert h[2].shape == (1, ids.shape[1], 16) and bool(torch.isfinite(h[2]).all())
+    again = load_pretrained(write_tiny_model(kind, tmp_path / "again", words=["red circle", "blue"]))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_write_tiny_model_dinov2_gives_image_features(tmp_path):
+    """With an image processor saved beside it, as a hub DINOv2 ships one (its crop size is a SizeDict in recent
+    transformers, which image_features once mistook for the size itself)."""
+    from iclr26.hf import write_tiny_model
+
+    folder = write_tiny_model("dinov2", tmp_path)
+    assert load_pretrained(folder, "image_processor").crop_size["height"] == 32
+    f = image_features(torch.rand(3, 1, 8, 8), folder, batch_size=2)
+    assert f.shape == (3, 32) and bool(torch.isfinite(f).all())
+
+
+def test_write_tiny_model_bad_input(tmp_path):
+    from iclr26.hf import write_tiny_model
+
+    with pytest.raises(ValueError, match="kind"):
+        write_tiny_model("bert", tmp_path)
+    with pytest.raises(TypeError, match="path"):
+        write_tiny_model("gpt2", 3)
+    with pytest.raises(TypeError, match="words"):
+        write_tiny_model("gpt2", tmp_path, words="red")
+    with pytest.raises(TypeError, match="words"):
+        write_tiny_model("gpt2", tmp_path, words=[1])
+    with pytest.raises(ValueError, match="seed"):
+        write_tiny_model("gpt2", tmp_path, seed=-1)

@@ -114,61 +114,19 @@ def test_scene_prompts_and_pil_images():
         scene_pil_images(sc, size=2.5)
 
 
-def _tiny_llava(path):
-    """A tiny random LLaVA (CLIP vision tower, Llama text model) and its processor, saved to ``path``: no download."""
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
-    words = ["<pad>", "<unk>", "<s>", "<image>", "user", "assistant", ":", "In", "this", "image", "there", "is", "a"]
-    words += ["and", "Describe", "the", "image.", *COLOURS, *SHAPES]
-    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tk.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>")
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    template = (
-        "{% for m in messages %}{{ m['role'] }} : {% for c in m['content'] %}{% if c['type'] == 'image' %}<image> "
-        "{% else %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}{% if add_generation_prompt %}assistant : "
-        "{% endif %}"
-    )
-    image_processor = transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    processor = transformers.LlavaProcessor(
-        image_processor=image_processor,
-        tokenizer=tok,
-        chat_template=template,
-        patch_size=8,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-    )
-    vision = transformers.CLIPVisionConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
-    )
-    text = transformers.LlamaConfig(
-        vocab_size=len(words),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    cfg = transformers.LlavaConfig(
-        vision_config=vision, text_config=text, image_token_index=3, vision_feature_select_strategy="default"
-    )
-    torch.manual_seed(0)
-    transformers.LlavaForConditionalGeneration(cfg).save_pretrained(path)
-    processor.save_pretrained(path)
-    return len(words)
-
-
 def test_paper_scale_loading_on_a_tiny_random_vlm(tmp_path):
     """The paper-scale path of the vlm_binding chapter (load_pretrained + vlm_query_states) on a tiny local VLM."""
     import warnings
 
     from iclr26.data import vlm_query_states
-    from iclr26.hf import load_pretrained
+    from iclr26.hf import load_pretrained, write_tiny_model
 
+    pytest.importorskip("transformers")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _tiny_llava(tmp_path)
+        write_tiny_model(
+            "llava", tmp_path, words=["In this image there is a and Describe the image.", *COLOURS, *SHAPES]
+        )
         processor = load_pretrained(tmp_path, "processor")
         model = load_pretrained(tmp_path, "image_text_to_text", dtype=torch.float32).eval()
         sc = make_scenes(3, 2, seed=1)
