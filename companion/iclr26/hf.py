@@ -408,16 +408,18 @@ def load_pretrained(
             raise ValueError(
                 f"name_or_path must be a directory written by save_pretrained or a hub id, got the file {str(local)!r}"
             )
-        obj = cls.from_pretrained(str(local), local_files_only=True, **kwargs)
+        with _quiet_transformers():
+            obj = cls.from_pretrained(str(local), local_files_only=True, **kwargs)
     else:
         try:
-            obj = cls.from_pretrained(name_or_path, local_files_only=True, **kwargs)
+            with _quiet_transformers():
+                obj = cls.from_pretrained(name_or_path, local_files_only=True, **kwargs)
         except OSError as e:
             if not allow:
                 hint = _download_hint(name_or_path, revision=kwargs.get("revision"), cache_dir=kwargs.get("cache_dir"))
                 what = kind if isinstance(kind, str) else cls.__name__
                 raise _not_downloaded(f"{name_or_path!r} ({what})", hint, kwargs.get("cache_dir")) from e
-            obj = cls.from_pretrained(name_or_path, **kwargs)
+            obj = cls.from_pretrained(name_or_path, **kwargs)  # a download shows its progress
     if device is not None and isinstance(obj, nn.Module):
         obj = obj.to(device)
     return obj
@@ -1019,8 +1021,6 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
 
     The tokenizers know a few words and every word of ``words`` (each split at white space); others map to
     ``<unk>``."""
-    import transformers
-
     if not isinstance(kind, str) or kind not in TINY_KINDS:
         raise ValueError(f"kind must be one of {TINY_KINDS}, got {kind!r}")
     if not isinstance(path, (str, os.PathLike)):
@@ -1034,6 +1034,14 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
     vocab = list(dict.fromkeys(_TINY_WORDS + [t for w in extra for t in w.split()]))
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
+    with _quiet_transformers():
+        _write_tiny(kind, folder, vocab, seed)
+    return folder
+
+
+def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
+    import transformers
+
     lm = dict(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=len(vocab))
     lm.update(max_position_embeddings=64, bos_token_id=2, eos_token_id=7, pad_token_id=0)
     torch.manual_seed(seed)
@@ -1059,7 +1067,7 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
         transformers.BitImageProcessor(
             size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
         ).save_pretrained(folder)
-        return folder
+        return
     else:
         tok = _word_tokenizer(vocab)
         tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
@@ -1093,7 +1101,6 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
         )
         transformers.LlavaForConditionalGeneration(cfg).save_pretrained(folder)
         processor.save_pretrained(folder)
-        return folder
+        return
     model.save_pretrained(folder)
     _word_tokenizer(vocab).save_pretrained(folder)
-    return folder
