@@ -575,7 +575,9 @@ def test_write_tiny_model_causal_lms_load_and_run(tmp_path, kind):
     assert tok.unk_token_id not in ids.tolist()[0]  # the words given are in the vocabulary
     h = residual_activations(model, ids, layers=[0, 2])
     assert h[2].shape == (1, ids.shape[1], 16) and bool(torch.isfinite(h[2]).all())
+    state = torch.random.get_rng_state()
     again = load_pretrained(write_tiny_model(kind, tmp_path / "again", words=["red circle", "blue"]))
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's random stream is untouched
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
 

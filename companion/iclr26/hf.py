@@ -1034,7 +1034,7 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
     vocab = list(dict.fromkeys(_TINY_WORDS + [t for w in extra for t in w.split()]))
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    with _quiet_transformers():
+    with _quiet_transformers(), torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
         _write_tiny(kind, folder, vocab, seed)
     return folder
 
