@@ -1,21 +1,18 @@
 """tools/bench_lm.py on a tiny GGUF model (the real SmolLM2 run is `make bench`), and its Reproducibility section."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from tools.reproducibility import write_page
 
-from reproducibility import write_page  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_lm_speed_on_a_tiny_gguf_and_its_page_section(tmp_path):
     pytest.importorskip("gguf")
-    from bench_lm import lm_speed
-
     from iclr26.hf import write_tiny_gguf
+    from tools.bench_lm import lm_speed
 
     gguf_file = write_tiny_gguf(tmp_path / "tiny.gguf", n_layers=2, d_model=32, d_mlp=64)
     res = lm_speed(gguf_file, tmp_path / "cache", n_tokens=128, window=16, batch=2, layer=1)

@@ -71,14 +71,29 @@ def _name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, name: str | None = None) -> set[str]:
+    """The iclr26 modules ``path`` imports, absolute and relative (``from .sae import X``, ``from .. import hooks``),
+    resolved against its module name (``name``; by default read from where the file sits in the package)."""
+    name = name or _name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("iclr26"):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            if node.module:
+                found.add(".".join(base + [node.module]))
+            else:  # from . import x: each name is a module of the package (or a name in its __init__)
+                found |= {".".join(base + [a.name]) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("iclr26"):
             found.add(node.module)
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("iclr26")}
     return found
+
+
+def _upward(name: str, imports: set[str]) -> list[str]:
+    """The imports of module ``name`` that reach a higher layer than its own."""
+    return sorted(m for m in imports if LAYERS.get(_unit(m), 0) > LAYERS[_unit(name)])
 
 
 def test_every_module_belongs_to_a_layer():
@@ -89,14 +104,26 @@ def test_every_module_belongs_to_a_layer():
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_go_downwards_only(path: Path):
     me = _unit(_name(path))
-    upward = [m for m in _imports(path) if LAYERS.get(_unit(m), 0) > LAYERS[me]]
+    upward = _upward(_name(path), _imports(path))
     assert not upward, f"{path.relative_to(PKG)} (layer {LAYERS[me]}, {me}) imports a higher layer: {upward}"
 
 
 def test_the_layer_check_can_fail(tmp_path):
+    """Planted violations, absolute and relative: a core module (layer 1) importing the SAE and model layers."""
     bad = tmp_path / "runtime.py"
-    bad.write_text("from iclr26.sae import TopKSAE\nimport iclr26.models\n")
-    assert {LAYERS[_unit(m)] for m in _imports(bad)} == {3, 4}
+    bad.write_text("from iclr26.sae import TopKSAE\nimport iclr26.models\nfrom .diffusion import q_sample\n")
+    assert _upward("iclr26.runtime", _imports(bad, "iclr26.runtime")) == [
+        "iclr26.diffusion",
+        "iclr26.models",
+        "iclr26.sae",
+    ]
+    init = tmp_path / "__init__.py"  # iclr26/data/__init__.py: `from .. import sae` climbs to the package root
+    init.write_text("from .. import sae\nfrom . import scenes\nfrom .scenes import make_scenes\n")
+    assert _imports(init, "iclr26.data") == {"iclr26.sae", "iclr26.data.scenes"}
+    assert _upward("iclr26.data", _imports(init, "iclr26.data")) == ["iclr26.sae"]
+    good = tmp_path / "sae_part.py"  # iclr26/sae/part.py importing down and sideways is fine
+    good.write_text("from ..checks import check_int\nfrom .kernel import topk\n")
+    assert _upward("iclr26.sae.part", _imports(good, "iclr26.sae.part")) == []
 
 
 @pytest.mark.kernel

@@ -2,14 +2,12 @@
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"].rstrip("/")
 NOTEBOOKS = sorted((ROOT / "nbs").glob("*.ipynb"))
@@ -131,9 +129,9 @@ def test_switch_rule_flags_a_planted_book_only_switch():
 
 
 def test_course_guide_is_current():
-    from teaching import main as teaching
+    from tools.teaching import main as teaching
 
-    assert teaching(["--check"]) == 0, "book/teaching.md is not what the chapters give: run `python tools/teaching.py`"
+    assert teaching(["--check"]) == 0, "book/teaching.md is not what the chapters give: run `python -m tools.teaching`"
 
 
 def test_toc_entries_exist():
@@ -169,7 +167,7 @@ class TestChapterNotebook:
         assert re.search(r"ci ≈ [\d.–]+ s", text) and re.search(r"book ≈ [\d.–]+ (s|min)", text), "measured run times"
 
     def test_teaching_metadata_for_the_course_guide(self, nb_path):
-        from teaching import chapter_info
+        from tools.teaching import chapter_info
 
         info = chapter_info(nb_path)  # raises, naming the chapter, when the guide lacks something
         assert len(info["exercises"]) == _src_all(nb_path).count(":class: dropdown"), (

@@ -3,17 +3,13 @@ rest of the chapter unchanged, student/ up to date, and a student notebook that 
 
 import ast
 import json
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from iclr26.cli import list_chapters  # noqa: E402
-from student import (  # noqa: E402
+from iclr26.cli import list_chapters
+from tools.student import (
     ADMONITION,
     STUB_TAG,
     exercises_in,
@@ -22,6 +18,8 @@ from student import (  # noqa: E402
     student_notebook,
     student_text,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHAPTERS = list_chapters(ROOT / "_toc.yml")
 

@@ -2,19 +2,17 @@
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from tools.bench_attention import attention_speed
+from tools.headers import HEADER, update_headers
+from tools.reproducibility import write_page as write_repro
+from tools.verdicts import totals_sentence, verdict_rows
+from tools.verdicts import write_page as write_verdicts
 
-from bench_attention import attention_speed  # noqa: E402
-from headers import HEADER, update_headers  # noqa: E402
-from reproducibility import write_page as write_repro  # noqa: E402
-from verdicts import totals_sentence, verdict_rows  # noqa: E402
-from verdicts import write_page as write_verdicts  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(slug, scale, verdicts, seconds=12.3, claims=None):
@@ -162,7 +160,7 @@ def test_reproducibility_page_shows_the_sae_speed(bench, tmp_path):
 
 
 def test_sae_speed_rejects_bad_counts():
-    from bench_sae import sae_speed
+    from tools.bench_sae import sae_speed
 
     with pytest.raises(TypeError, match="steps"):
         sae_speed(steps=2.5)
@@ -221,8 +219,8 @@ def test_reproducibility_page_shows_the_attention_speed(tmp_path):
 
 
 def test_robustness_counts_passes_and_finds_the_tightest_seed(tmp_path):
-    from robustness import room, summarise
-    from robustness import write_page as write_robustness
+    from tools.robustness import room, summarise
+    from tools.robustness import write_page as write_robustness
 
     def claim(name, value, bound, slack, passed, kind="claim"):
         return {
@@ -260,7 +258,7 @@ def test_robustness_counts_passes_and_finds_the_tightest_seed(tmp_path):
 
 
 def test_robustness_leaves_reports_out_and_writes_what_chapters_read():
-    from robustness import notebook_summary, summarise
+    from tools.robustness import notebook_summary, summarise
 
     report = {"name": "r", "statement": "s", "value": 3.0, "passed": True, "kind": "report", "holds": None}
     check = {"name": "c", "statement": "s", "value": 0.6, "passed": True, "kind": "control", "bound": 0.5, "slack": 0.1}
@@ -281,7 +279,7 @@ def test_robustness_leaves_reports_out_and_writes_what_chapters_read():
 
 
 def test_robustness_compares_the_hash_seed_twin(tmp_path):
-    from robustness import determinism, glue_differences, write_page
+    from tools.robustness import determinism, glue_differences, write_page
 
     run = {"notebook": "nbs/alpha.ipynb", "seed": 0, "claims": [], "glued": {"a": 1.0, "seconds_fit": 3.1, "b": "x"}}
     same = {**run, "glued": {"a": 1.0, "seconds_fit": 2.7, "b": "x"}}

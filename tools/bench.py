@@ -3,10 +3,11 @@
 A full run (every chapter, both scales) rewrites book/reproducibility.md, book/verdicts.md and the measured run times
 in every chapter's header.
 
-    python tools/bench.py                     # all chapters, both scales, fit overhead -> _build/bench.json + page
-    python tools/bench.py --only influential_sets --scales ci
-    python tools/bench.py --fit-only --skip-sae --skip-attention --skip-lm
-    python tools/bench.py --pages-only        # re-check the last runs against the manifests, rewrite the pages
+    python -m tools.bench                     # all chapters, both scales, fit overhead -> _build/bench.json + page
+    python -m tools.bench --only influential_sets --scales ci
+    python -m tools.bench --fit-only --skip-sae --skip-attention --skip-lm
+    python -m tools.bench --pages-only        # re-check the last runs against the manifests, rewrite the pages
+    python -m tools.bench --no-pages          # measure only (`make bench` does this, then `make pages`)
 
 Each chapter runs in its own `python -m iclr26 run` process; peak memory is the largest resident set of that
 process tree (the papermill driver plus the notebook's kernel), sampled every 0.1 s.
@@ -20,87 +21,18 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from bench_attention import attention_speed  # noqa: E402
-from bench_lm import lm_speed  # noqa: E402
-from bench_sae import sae_speed  # noqa: E402
-from headers import update_headers  # noqa: E402
-from reproducibility import write_page  # noqa: E402
-from teaching import main as teaching_main  # noqa: E402
-from verdicts import write_page as write_verdicts_page  # noqa: E402
-
-
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-def run_chapter(notebook: Path, scale: str, seed: int = 0, env: dict[str, str] | None = None) -> dict:
-    """Run one chapter with ``python -m iclr26 run`` in a fresh process (``env``: extra environment variables)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "iclr26",
-            "run",
-            str(notebook),
-            "--scale",
-            scale,
-            "--seed",
-            str(seed),
-            "--out",
-            str(Path(tmp) / notebook.name),
-            "--json",
-            str(out_json),
-        ]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        ps = psutil.Process(proc.pid)
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, _tree_rss(ps))
-            time.sleep(0.1)
-        wall = time.perf_counter() - t0
-        output = proc.stdout.read()
-        if out_json.is_file():
-            result = json.loads(out_json.read_text())
-        else:
-            result = {
-                "notebook": str(notebook),
-                "scale": scale,
-                "seed": seed,
-                "ok": False,
-                "claims": [],
-                "glued": {},
-                "error": output[-2000:],
-            }
-        result["seconds"] = round(wall, 2)  # the whole process: interpreter, papermill, kernel start, execution
-        result["peak_rss_mb"] = round(peak / 2**20, 1)
-        print(output.strip().splitlines()[-1] if output.strip() else "(no output)", flush=True)
-        return result
+from tools.bench_attention import attention_speed
+from tools.bench_lm import lm_speed
+from tools.bench_sae import sae_speed
+from tools.common import ROOT, run_chapter
+from tools.headers import update_headers
+from tools.reproducibility import write_page
+from tools.teaching import main as teaching_main
+from tools.verdicts import write_page as write_verdicts_page
 
 
 def fit_overhead(repeats: int = 5, steps: int = 400) -> dict:
@@ -198,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pages-only", action="store_true", help="re-render the pages and headers from the last bench file (--out)"
     )
+    parser.add_argument("--no-pages", action="store_true", help="measure only (`make bench` then runs `make pages`)")
     parser.add_argument(
         "--merge",
         action="store_true",
@@ -220,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     if args.pages_only:  # re-render from the last bench file, after a manifest or a page template changed
+        if not out.is_file():
+            parser.error(f"no bench file at {out}: run `make bench` first")
         bench = json.loads(out.read_text())
+        have = {(Path(r["notebook"]).stem, r["scale"]) for r in bench["runs"]}
+        missing = [f"{nb.stem} [{s}]" for nb in list_chapters(ROOT / "_toc.yml") for s in ("ci", "book")]
+        missing = [m for m in missing if tuple(m[:-1].split(" [")) not in have]
+        if missing:
+            parser.error(f"the last bench file lacks {', '.join(missing)}: run `make bench` (or --only ... --merge)")
         for run in bench["runs"]:
             against_manifest(run)
         out.write_text(json.dumps(bench, indent=2) + "\n")
@@ -296,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(bench, indent=2) + "\n")
     print(f"wrote {out}")
-    if runs and (args.merge or not args.only) and set(args.scales) >= {"ci", "book"}:
+    if not args.no_pages and runs and (args.merge or not args.only) and set(args.scales) >= {"ci", "book"}:
         # the book's pages and the chapter headers describe a full run only, never a partial one
         write_pages(bench)
     return _exit_code(runs)

@@ -1,6 +1,6 @@
 """TinyTransformer's attention fast path against its explicit path: training tokens per second.
 
-    python tools/bench_attention.py        # -> prints the result and writes _build/bench_attention.json
+    python -m tools.bench_attention        # -> prints the result and writes _build/bench_attention.json
 
 :func:`attention_speed` times forward + backward (next-token cross-entropy) of two copies of one
 :class:`~iclr26.models.TinyTransformer` on the same batches, at a shape like the optimizer benchmark's paper scale
@@ -20,21 +20,15 @@ load hits both alike.
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "companion"))
-
-from bench_sae import machine_info, write_result  # noqa: E402
-
-from iclr26.checks import check_int  # noqa: E402
-from iclr26.models import TinyTransformer, TransformerConfig  # noqa: E402
+from iclr26.checks import check_int
+from iclr26.models import TinyTransformer, TransformerConfig
+from tools.common import machine_info, write_result
 
 CONFIG = {
     "d_model": 768,

@@ -1,6 +1,6 @@
 """A real language model's residual activations: `iclr26.hf.residual_activations` against a plain forward pass.
 
-    python tools/bench_lm.py        # -> prints the result and writes _build/bench_lm.json
+    python -m tools.bench_lm        # -> prints the result and writes _build/bench_lm.json
 
 :func:`lm_speed` loads SmolLM2-135M-Instruct (the dequantised Q4_1 build, from the float32 copy `make venv` wrote)
 with `iclr26.hf.load_small_lm`, packs Python's own documentation (`iclr26.data.load_prose`) into 32 windows of 256
@@ -25,22 +25,16 @@ the matmul rate.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "companion"))
-sys.path.insert(0, str(ROOT / "tools"))
-
-from bench_sae import machine_info, write_result  # noqa: E402
-
-from iclr26.checks import check_int  # noqa: E402
-from iclr26.data import load_prose, pack_tokens  # noqa: E402
-from iclr26.hf import load_small_lm, residual_activations  # noqa: E402
+from iclr26.checks import check_int
+from iclr26.data import load_prose, pack_tokens
+from iclr26.hf import load_small_lm, residual_activations
+from tools.common import machine_info, write_result
 
 CONFIG = {
     "n_tokens": 8192,

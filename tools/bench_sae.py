@@ -1,6 +1,6 @@
 """TopK SAE training speed: the k-sparse fast path against the dense reference and a hand-written dense loop.
 
-    python tools/bench_sae.py            # -> prints the result and writes _build/bench_sae.json
+    python -m tools.bench_sae            # -> prints the result and writes _build/bench_sae.json
 
 :func:`sae_speed` trains three TopK SAEs side by side on the same synthetic batches (d_in 256, width 4096, k 32,
 batch 4096, Adam lr 3e-4, float32, 2 CPU threads):
@@ -17,22 +17,15 @@ plus Gaussian noise of standard deviation 0.05 per coordinate (generated before 
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "companion"))
-
-from iclr26.checks import check_int  # noqa: E402
-from iclr26.sae import TopKSAE  # noqa: E402
+from iclr26.checks import check_int
+from iclr26.sae import TopKSAE
+from tools.common import machine_info, write_result
 
 CONFIG = {
     "d_in": 256,
@@ -86,24 +79,6 @@ class HandDenseTopK(nn.Module):
         z = torch.zeros_like(act).scatter(-1, idx, vals)
         x_hat = z @ self.W_dec + self.b_dec
         return (x - x_hat).pow(2).sum(-1).mean()
-
-
-def machine_info() -> dict:
-    """What a speed measurement ran on: torch, CPU count and type, the load average after the run."""
-    return {
-        "torch": torch.__version__,
-        "cpu_count": os.cpu_count(),
-        "processor": platform.processor() or platform.machine(),
-        "loadavg_after": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
-
-
-def write_result(result: dict, name: str) -> None:
-    """Print a speed result and keep it in _build/<name>."""
-    print(json.dumps(result, indent=2))
-    out = ROOT / "_build" / name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def sae_speed(steps: int = 50, warmup: int = 5) -> dict:

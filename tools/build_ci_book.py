@@ -1,7 +1,7 @@
 """Build the book with warnings as errors from notebooks that were already executed (no second execution).
 
-    python tools/build_ci_book.py --executed _build/ci/executed --out _build/ci-book
-    python tools/build_ci_book.py --executed /tmp --only influential_sets --out /tmp/one-book   # one chapter
+    python -m tools.build_ci_book --executed _build/ci/executed --out _build/ci-book
+    python -m tools.build_ci_book --executed /tmp --only influential_sets --out /tmp/one-book   # one chapter
 
 It stages a copy of the book (config, toc, book/ pages) with the executed notebooks in nbs/, turns execution off,
 writes the Reproducibility page from the run results found beside the executed notebooks (``../results/*.json``),
@@ -21,10 +21,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from reproducibility import write_page  # noqa: E402
+from tools.common import ROOT
+from tools.reproducibility import write_page
 
 
 def _filter_toc(toc: dict, keep: set[str]) -> dict:

@@ -13,4 +13,4 @@ if ! grep -q "file: nbs/$slug" "$root/_toc.yml"; then
   echo "note: $slug is not in _toc.yml yet; using a temporary toc"
   export ICLR26_EXTRA_CHAPTER="$slug"
 fi
-"$root/.venv/bin/python" "$root/tools/build_ci_book.py" --executed "$tmp" --only "$slug" --out "/tmp/book-$slug"
+cd "$root" && "$root/.venv/bin/python" -m tools.build_ci_book --executed "$tmp" --only "$slug" --out "/tmp/book-$slug"

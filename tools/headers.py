@@ -1,6 +1,6 @@
 """Write each chapter header's measured run times from a `make bench` file, so no header is typed by hand.
 
-    python tools/headers.py _build/bench.json
+    python -m tools.headers _build/bench.json
 
 A chapter's header line reads ``*Run time on 2 CPU cores (measured by `make bench`, DATE): ci ≈ N s · book ≈ N s …*``;
 this rewrites DATE and the two numbers from the bench file's `ci` and `book` runs, and leaves the rest of the line
@@ -14,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.common import ROOT
+
 HEADER = re.compile(r"\(measured by `make bench`, [0-9-]+\): ci ≈ [\d.–]+ s · book ≈ [\d.–]+ (?:s|min)")
 
 
@@ -48,6 +49,6 @@ def update_headers(bench: dict, nbs: Path = ROOT / "nbs") -> list[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        print("usage: python tools/headers.py BENCH.json", file=sys.stderr)
+        print("usage: python -m tools.headers BENCH.json", file=sys.stderr)
         sys.exit(2)
     print("headers updated:", ", ".join(update_headers(json.loads(Path(sys.argv[1]).read_text()))) or "none")

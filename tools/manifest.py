@@ -1,6 +1,6 @@
 """Write a chapter's manifest (``metadata.iclr26.manifest`` of its notebook) from run results.
 
-    python tools/manifest.py nbs/clock_pizza.ipynb _build/ci/results/clock_pizza.json book_run.json \\
+    python -m tools.manifest nbs/clock_pizza.ipynb _build/ci/results/clock_pizza.json book_run.json \\
         [--glue acc_alpha0 acc_alpha1 ...] [--budget ci=60 book=180]
 
 The manifest lists the checks and reports each scale records (taken from the runs given, one per scale), the glued

@@ -1,6 +1,6 @@
 """Write book/reproducibility.md from run results (``python -m iclr26 run --json`` files or tools/bench.py's runs).
 
-python tools/reproducibility.py _build/bench.json          # rewrite book/reproducibility.md
+python -m tools.reproducibility _build/bench.json          # rewrite book/reproducibility.md
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.common import ROOT
 
 
 def load_runs(items: Iterable[Path | dict]) -> tuple[list[dict], dict]:
@@ -169,6 +169,6 @@ def write_page(items: Iterable[Path | dict], out: Path, source: str) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        print("usage: python tools/reproducibility.py RESULT.json [...]", file=sys.stderr)
+        print("usage: python -m tools.reproducibility RESULT.json [...]", file=sys.stderr)
         sys.exit(2)
     print(write_page([Path(p) for p in sys.argv[1:]], ROOT / "book" / "reproducibility.md", source="`make bench`"))

@@ -1,9 +1,9 @@
 """`make robustness`: every chapter at `ci` over several seeds; per claim, how often it passed and how close it came.
 
-    python tools/robustness.py                        # every chapter, seeds 0-4 -> _build/robustness.json + page
-    python tools/robustness.py --only clock_pizza --seeds 0 1 2
-    python tools/robustness.py --jobs 1               # one notebook at a time (default: one per two cores)
-    python tools/robustness.py --pages-only           # rewrite book/robustness.md from the runs kept on disk
+    python -m tools.robustness                        # every chapter, seeds 0-4 -> _build/robustness.json + page
+    python -m tools.robustness --only clock_pizza --seeds 0 1 2
+    python -m tools.robustness --jobs 1               # one notebook at a time (default: one per two cores)
+    python -m tools.robustness --pages-only           # rewrite book/robustness.md from the runs kept on disk
 
 Each (chapter, seed) run is kept in _build/robustness/<slug>-seed<k>.json, so a later call reruns only what is
 missing or ran other code than the notebook now holds (``--rerun`` forces every run). Runs execute side by side,
@@ -34,15 +34,10 @@ import json
 import math
 import os
 import re
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from bench import run_chapter  # noqa: E402
-from bench_sae import machine_info  # noqa: E402
+from tools.common import ROOT, machine_info, run_chapter
 
 RUNS = ROOT / "_build" / "robustness"
 SUMMARY = ROOT / "book" / "robustness.json"

@@ -1,7 +1,7 @@
 """`make student`: the student edition of every chapter — the same notebook with the exercises' solutions taken out.
 
-    python tools/student.py                  # every chapter in _toc.yml -> _build/student/nbs/ and student/
-    python tools/student.py --check          # fail if student/ is not what the chapters give (the tests run this)
+    python -m tools.student                  # every chapter in _toc.yml -> _build/student/nbs/ and student/
+    python -m tools.student --check          # fail if student/ is not what the chapters give (the tests run this)
 
 A solution is every cell tagged ``solution`` (the ``Solution`` dropdown and the code cells that belong to it). Each
 run of consecutive solution cells becomes one stub code cell: ``# Your code here`` and the names the solution defines
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.common import ROOT, cell_source
+
 TAG = "solution"
 STUB_TAG = "exercise-stub"
 ADMONITION = re.compile(r"^\s*```\{admonition\}\s*Solution", re.M)
@@ -46,12 +47,6 @@ def student_links(slug: str) -> dict[str, str]:
         "github": f"https://github.com/{repo}/blob/main/student/{slug}.ipynb",
         "colab": f"https://colab.research.google.com/github/{repo}/blob/main/student/{slug}.ipynb",
     }
-
-
-def cell_source(cell: dict) -> str:
-    """A notebook cell's source as one string (nbformat stores a string or a list of lines)."""
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def is_solution(cell: dict) -> bool:
@@ -206,7 +201,6 @@ def write_student(notebook: Path, out_dirs: list[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(ROOT / "companion"))
     from iclr26.cli import list_chapters
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,7 +1,7 @@
 """Write book/teaching.md, the course guide, from the chapters themselves.
 
-    python tools/teaching.py            # rewrite book/teaching.md
-    python tools/teaching.py --check    # fail if book/teaching.md is not what the chapters give (the tests run this)
+    python -m tools.teaching            # rewrite book/teaching.md
+    python -m tools.teaching --check    # fail if book/teaching.md is not what the chapters give (the tests run this)
 
 Each chapter carries what the guide needs: its "You will learn" cell (the second cell: three objectives), and
 ``metadata.iclr26.teaching`` in the notebook — ``topic`` (one sentence), ``prerequisites`` (a list) and
@@ -15,13 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from student import cell_source  # noqa: E402
+from tools.common import ROOT, cell_source
 
 LEARN = re.compile(r"```\{admonition\} You will learn\n(?::class: \w+\n)?((?:- .*\n?)+)```", re.M)
 DIFFICULTY = {"easy": "★", "medium": "★★", "hard": "★★★"}
@@ -137,7 +133,6 @@ def render(chapters: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(ROOT / "companion"))
     from iclr26.cli import list_chapters
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     page = ROOT / "book" / "teaching.md"
     if args.check:
         if not page.is_file() or page.read_text(encoding="utf-8") != text:
-            print("book/teaching.md is not what the chapters give: run `python tools/teaching.py`")
+            print("book/teaching.md is not what the chapters give: run `python -m tools.teaching`")
             return 1
         return 0
     page.write_text(text, encoding="utf-8")

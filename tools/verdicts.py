@@ -1,6 +1,6 @@
 """Write book/verdicts.md: every chapter's verdict rows in one table, with the book-wide totals.
 
-    python tools/verdicts.py _build/bench.json        # rewrite book/verdicts.md from a `make bench` file
+    python -m tools.verdicts _build/bench.json        # rewrite book/verdicts.md from a `make bench` file
 
 The rows come from each chapter's `book`-scale run (its `verdicts`, as ``python -m iclr26 run --json`` writes them),
 with the measured values of the results each row cites (evidence and controls, by name); where the `ci` run of the
@@ -13,12 +13,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "companion"))
-
-from reproducibility import load_runs  # noqa: E402
-
-from iclr26.claims import VERDICTS, format_value, result_mark  # noqa: E402
+from iclr26.claims import VERDICTS, format_value, result_mark
+from tools.common import ROOT
+from tools.reproducibility import load_runs
 
 _ORDER = {"ci": 0, "book": 1, "paper": 2}
 
@@ -129,6 +126,6 @@ def write_page(items, out: Path, source: str = "`make bench`") -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        print("usage: python tools/verdicts.py BENCH_OR_RESULT.json [...]", file=sys.stderr)
+        print("usage: python -m tools.verdicts BENCH_OR_RESULT.json [...]", file=sys.stderr)
         sys.exit(2)
     print(write_page([Path(p) for p in sys.argv[1:]], ROOT / "book" / "verdicts.md"))
