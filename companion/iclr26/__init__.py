@@ -7,37 +7,95 @@ subpackages ``models`` and ``data``, ``hf`` (real models through transformers), 
 ``diffusion``, ``counterfactuals``, ``topology``. The companion's README maps which module holds what.
 """
 
-from iclr26.claims import (
-    check,
-    check_at_least,
-    check_at_most,
-    check_between,
-    check_close_to,
-    check_greater_than,
-    check_less_than,
-    claim,
-    claim_at_least,
-    claim_at_most,
-    claim_between,
-    claim_close_to,
-    claim_greater_than,
-    claim_less_than,
-    claims_table,
-    control,
-    control_at_least,
-    control_at_most,
-    control_between,
-    control_close_to,
-    control_greater_than,
-    control_less_than,
-    glue,
-    report,
-    results,
-    verdict,
-    verdict_word,
-    verdicts_table,
-)
-from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale, setup
+from typing import TYPE_CHECKING
+
+# Names load on first use (PEP 562), so `import iclr26` and `python -m iclr26 list` do not import torch or matplotlib;
+# `from iclr26 import glue` works as before.
+_LAZY = {
+    "check": "iclr26.claims",
+    "check_at_least": "iclr26.claims",
+    "check_at_most": "iclr26.claims",
+    "check_between": "iclr26.claims",
+    "check_close_to": "iclr26.claims",
+    "check_greater_than": "iclr26.claims",
+    "check_less_than": "iclr26.claims",
+    "claim": "iclr26.claims",
+    "claim_at_least": "iclr26.claims",
+    "claim_at_most": "iclr26.claims",
+    "claim_between": "iclr26.claims",
+    "claim_close_to": "iclr26.claims",
+    "claim_greater_than": "iclr26.claims",
+    "claim_less_than": "iclr26.claims",
+    "claims_table": "iclr26.claims",
+    "control": "iclr26.claims",
+    "control_at_least": "iclr26.claims",
+    "control_at_most": "iclr26.claims",
+    "control_between": "iclr26.claims",
+    "control_close_to": "iclr26.claims",
+    "control_greater_than": "iclr26.claims",
+    "control_less_than": "iclr26.claims",
+    "glue": "iclr26.claims",
+    "report": "iclr26.claims",
+    "results": "iclr26.claims",
+    "verdict": "iclr26.claims",
+    "verdict_word": "iclr26.claims",
+    "verdicts_table": "iclr26.claims",
+    "Config": "iclr26.runtime",
+    "Timer": "iclr26.runtime",
+    "pick_device": "iclr26.runtime",
+    "scale_table": "iclr26.runtime",
+    "seed_everything": "iclr26.runtime",
+    "select_scale": "iclr26.runtime",
+    "setup": "iclr26.runtime",
+}
+
+if TYPE_CHECKING:
+    from iclr26.claims import (
+        check,
+        check_at_least,
+        check_at_most,
+        check_between,
+        check_close_to,
+        check_greater_than,
+        check_less_than,
+        claim,
+        claim_at_least,
+        claim_at_most,
+        claim_between,
+        claim_close_to,
+        claim_greater_than,
+        claim_less_than,
+        claims_table,
+        control,
+        control_at_least,
+        control_at_most,
+        control_between,
+        control_close_to,
+        control_greater_than,
+        control_less_than,
+        glue,
+        report,
+        results,
+        verdict,
+        verdict_word,
+        verdicts_table,
+    )
+    from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale, setup
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'iclr26' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

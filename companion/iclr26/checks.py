@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a check needs it, so `import iclr26` stays light
+    import torch
 
 __all__ = [
     "check_int",
@@ -133,6 +135,8 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
 def check_device(device: Any, name: str = "device") -> torch.device:
     """A ``torch.device`` from a string (``"cpu"``, ``"cuda:0"``, …) or a device, else ``TypeError``/``ValueError``;
     a CUDA or MPS device must also be available on this machine (``ValueError`` otherwise)."""
+    import torch
+
     if not isinstance(device, torch.device):
         if not isinstance(device, str):
             raise TypeError(f"{name} must be a str or torch.device, got {type(device).__name__}")
@@ -153,6 +157,8 @@ def check_device(device: Any, name: str = "device") -> torch.device:
 
 def check_module(value: Any, name: str = "model") -> torch.nn.Module:
     """``value`` if it is a ``torch.nn.Module``; else ``TypeError`` naming ``name``."""
+    import torch
+
     if not isinstance(value, torch.nn.Module):
         raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
     return value
@@ -189,6 +195,8 @@ def float_tensor(
     ``empty_ok``: accept a tensor with no elements; ``dtype``: the dtype it must have (a model's weights' dtype), so a
     float64 input is refused here rather than in a matmul deep inside torch.
     """
+    import torch
+
     if numpy_ok and isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
     if not torch.is_tensor(x):
@@ -219,6 +227,8 @@ def token_tensor(
     """Return ``x`` if it is an integer tensor (not bool) of token ids in ``[0, vocab)`` with the allowed number(s) of
     dimensions, else raise naming ``name``: an id out of range would otherwise fail deep inside an embedding lookup
     (an ``IndexError`` on the CPU, a device-side assert on CUDA). A caller that needs int64 converts it."""
+    import torch
+
     if not torch.is_tensor(x) or x.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         got = f"dtype {x.dtype}" if torch.is_tensor(x) else type(x).__name__
         raise TypeError(f"{name} must be an integer tensor of token ids, got {got}")
@@ -248,6 +258,8 @@ def as_generator(seed: Any, name: str = "seed") -> np.random.Generator:
 def torch_generator(seed: Any, device: Any = "cpu", name: str = "seed") -> torch.Generator:
     """A ``torch.Generator`` on ``device`` derived from ``seed`` (an int, or a ``np.random.Generator`` that is advanced
     by one draw), so NumPy and torch randomness in one call come from the same seed."""
+    import torch
+
     if isinstance(seed, np.random.Generator):
         value = int(seed.integers(2**63 - 1))
     else:
