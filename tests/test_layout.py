@@ -154,3 +154,21 @@ def test_built_wheel_holds_every_module(tmp_path):
     expected = {str(p.relative_to(PKG.parent)) for p in _modules()}
     missing = sorted(expected - names)
     assert not missing, f"the wheel lacks {missing}: is pyproject.toml's package discovery current?"
+
+
+def test_every_chapter_has_a_row_in_the_chapter_to_code_table():
+    """companion/README.md says where each chapter's method lives; every file it names exists."""
+    import re
+
+    import yaml
+
+    text = (ROOT / "companion" / "README.md").read_text()
+    table = text.split("<!-- chapter-code -->")[1].split("<!-- /chapter-code -->")[0]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", table, re.M)}
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = [
+        c["file"].removeprefix("nbs/") for p in toc["parts"] for c in p["chapters"] if c["file"].startswith("nbs/")
+    ]
+    assert sorted(rows) == sorted(chapters), "one row per chapter in _toc.yml"
+    named = set(re.findall(r"`([\w/]+\.py)`", table))
+    assert named and all((PKG / f).is_file() for f in named), sorted(f for f in named if not (PKG / f).is_file())
