@@ -3,7 +3,7 @@
     python -m tools.build_ci_book --executed _build/ci/executed --out _build/ci-book
     python -m tools.build_ci_book --executed /tmp --only influential_sets --out /tmp/one-book   # one chapter
 
-It stages a copy of the book (config, toc, book/ pages) with the executed notebooks in nbs/, turns execution off,
+It stages a copy of the book (config, toc, book/ pages, the companion's README) with the executed notebooks in nbs/, turns execution off,
 writes the Reproducibility page from the run results found beside the executed notebooks (``../results/*.json``),
 and runs
 ``jupyter-book build -W -n --keep-going --all``. A broken reference, citation or glue name fails it.
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(src)
     src.mkdir(parents=True)
     shutil.copytree(ROOT / "book", src / "book")
+    (src / "companion").mkdir()
+    shutil.copy(ROOT / "companion" / "README.md", src / "companion")  # book/conventions.md includes its chapter table
     (src / "nbs").mkdir()
     for slug in slugs:
         nb = json.loads((executed / f"{slug}.ipynb").read_text())
