@@ -1717,7 +1717,7 @@ E(
 )
 
 # ------------------------------------------------------------------------------------------------ train
-DATA(P + "train.Checkpoint", P + "train.SCHEDULES", P + "train.DistributedEnv")
+DATA(P + "train.checkpoint.Checkpoint", P + "train.schedules.SCHEDULES", P + "train.distributed.DistributedEnv")
 
 
 def _fit_kwargs(**kw):
@@ -1736,7 +1736,7 @@ def _fit_kwargs(**kw):
 
 
 E(
-    P + "train.fit",
+    P + "train.loop.fit",
     lambda: (train.fit, _fit_kwargs()),
     {
         "model": OBJ,
@@ -1792,7 +1792,7 @@ E(
     ],
 )
 E(
-    P + "train.lr_multiplier",
+    P + "train.schedules.lr_multiplier",
     lambda: (train.lr_multiplier, dict(step=1, total_steps=10, schedule="warmup_cosine", warmup=2)),
     {
         "step": INT_NN,
@@ -1804,7 +1804,7 @@ E(
     },
 )
 E(
-    P + "train.next_token_loss",
+    P + "train.losses.next_token_loss",
     lambda: (train.next_token_loss, dict(model=_tiny(), tokens=_toks())),
     {"model": Given([None, 3]), "tokens": Tokens(16, ranks=(2,)), "skip": INT_NN, "feed_last": BOOL},
     extra=[
@@ -1826,7 +1826,7 @@ def _ckpt():
 
 
 E(
-    P + "train.save_checkpoint",
+    P + "train.checkpoint.save_checkpoint",
     lambda: (train.save_checkpoint, dict(path=str(TMP / "s.safetensors"), model=nn.Linear(2, 1), step=3)),
     {
         "path": Given([None, 3]),
@@ -1837,7 +1837,7 @@ E(
     },
 )
 E(
-    P + "train.load_checkpoint",
+    P + "train.checkpoint.load_checkpoint",
     lambda: (train.load_checkpoint, dict(path=_ckpt(), model=nn.Linear(2, 1))),
     {
         "path": Given([None, 3, str(TMP / "missing.safetensors")]),
@@ -1854,10 +1854,14 @@ E(
         )
     ],
 )
-E(P + "train.distributed_env", lambda: (train.distributed_env, {}))
-E(P + "train.init_distributed", lambda: (train.init_distributed, dict(backend=None)), {"backend": Given([3])})
+E(P + "train.distributed.distributed_env", lambda: (train.distributed_env, {}))
 E(
-    P + "train.shard_batch",
+    P + "train.distributed.init_distributed",
+    lambda: (train.init_distributed, dict(backend=None)),
+    {"backend": Given([3])},
+)
+E(
+    P + "train.distributed.shard_batch",
     lambda: (train.shard_batch, dict(batch=randn(4, 2), rank=0, world_size=2)),
     {"rank": Int(0, 1), "world_size": INT_POS},
 )
