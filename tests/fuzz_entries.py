@@ -35,9 +35,10 @@ from fuzz_cases import (
 )
 from torch import nn
 
-from iclr26 import checks, claims, hf, hooks, metrics, optim, plot, runtime, sae, sweep, topology, train
+from iclr26 import checks, hf, hooks, metrics, optim, plot, runtime, sae, sweep, topology, train
 from iclr26 import counterfactuals as cf
 from iclr26 import diffusion as dif
+from iclr26.book import claims, verdicts
 from iclr26.data import images, languages, markov, planted, scenes, tabular, text
 from iclr26.models import dit, ensemble, mlp, sampling
 from iclr26.models import transformer as tr
@@ -146,52 +147,52 @@ VALUE = Given(["x", None, True], [np.float32(1.0), torch.tensor(1.0)], [NAN, INF
 for kind in ("claim", "check", "control"):
     base = getattr(claims, kind)
     E(
-        P + f"claims.{kind}",
+        P + f"book.claims.{kind}",
         _claim(base, value=1.0, passed=True),
         {"name": STR, "statement": STR, "passed": BOOL, "detail": STR, "kind": CHOICE},
     )
     E(
-        P + f"claims.{kind}_at_least",
+        P + f"book.claims.{kind}_at_least",
         _claim(getattr(claims, f"{kind}_at_least"), value=1.0, threshold=0.5),
         {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL},
     )
     E(
-        P + f"claims.{kind}_at_most",
+        P + f"book.claims.{kind}_at_most",
         _claim(getattr(claims, f"{kind}_at_most"), value=0.5, threshold=1.0),
         {"name": STR, "statement": STR, "value": VALUE, "threshold": REAL},
     )
     E(
-        P + f"claims.{kind}_greater_than",
+        P + f"book.claims.{kind}_greater_than",
         _claim(getattr(claims, f"{kind}_greater_than"), value=1.0, baseline=0.5),
         {"value": VALUE, "baseline": REAL, "margin": NONNEG},
     )
     E(
-        P + f"claims.{kind}_less_than",
+        P + f"book.claims.{kind}_less_than",
         _claim(getattr(claims, f"{kind}_less_than"), value=0.5, baseline=1.0),
         {"value": VALUE, "baseline": REAL, "margin": NONNEG},
     )
     E(
-        P + f"claims.{kind}_close_to",
+        P + f"book.claims.{kind}_close_to",
         _claim(getattr(claims, f"{kind}_close_to"), value=1.0, target=1.05, rtol=0.1),
         {"value": VALUE, "target": REAL, "rtol": NONNEG},
     )
     E(
-        P + f"claims.{kind}_between",
+        P + f"book.claims.{kind}_between",
         _claim(getattr(claims, f"{kind}_between"), value=0.5, low=0.0, high=1.0),
         {"value": VALUE, "low": REAL, "high": REAL},
         extra=[
             X("low > high", _claim(getattr(claims, f"{kind}_between"), value=0.5, low=1.0, high=0.0), "bad", "low|high")
         ],
     )
-E(P + "claims.Claim", lambda: (claims.Claim, dict(name="a", statement="b", value=1.0, passed=True)), {})
+E(P + "book.claims.Claim", lambda: (claims.Claim, dict(name="a", statement="b", value=1.0, passed=True)), {})
 E(
-    P + "claims.report",
+    P + "book.claims.report",
     lambda: (claims.report, dict(name=uid(), value=1.5, text="a number", holds=True)),
     {"name": STR, "text": STR, "holds": Given([3, "yes"], [None, np.bool_(True)]), "glued": BOOL},
 )
 E(
-    P + "claims.verdict",
-    lambda: (claims.verdict, dict(headline="h", verdict="reported only", paper="p", evidence=[_rep()], why="w")),
+    P + "book.verdicts.verdict",
+    lambda: (verdicts.verdict, dict(headline="h", verdict="reported only", paper="p", evidence=[_rep()], why="w")),
     {"headline": STR, "verdict": CHOICE, "paper": STR, "why": STR, "evidence": Given([3, None])},
 )
 
@@ -203,50 +204,50 @@ def _rep():
 
 
 E(
-    P + "claims.Verdict",
+    P + "book.verdicts.Verdict",
     lambda: (
-        claims.Verdict,
+        verdicts.Verdict,
         dict(headline="h", verdict="reported only", paper="p", evidence=("a",), controls=(), why="w"),
     ),
     {},
 )
-E(P + "claims.verdicts_table", lambda: (claims.verdicts_table, dict(rows=None)), {"rows": Given([3, [3]])})
+E(P + "book.verdicts.verdicts_table", lambda: (verdicts.verdicts_table, dict(rows=None)), {"rows": Given([3, [3]])})
 E(
-    P + "claims.verdict_word",
-    lambda: (lambda **kw: claims.verdict_word(True, _rep(), **kw), dict(none="not reproduced")),
+    P + "book.verdicts.verdict_word",
+    lambda: (lambda **kw: verdicts.verdict_word(True, _rep(), **kw), dict(none="not reproduced")),
     {"none": Given([3, "nope"])},
     extra=[
-        X("no condition", lambda: (claims.verdict_word, {}), "bad", "conditions"),
-        X("unrecorded name", lambda: (lambda: claims.verdict_word("no-such-result"), {}), "bad", "conditions"),
+        X("no condition", lambda: (verdicts.verdict_word, {}), "bad", "conditions"),
+        X("unrecorded name", lambda: (lambda: verdicts.verdict_word("no-such-result"), {}), "bad", "conditions"),
     ],
 )
 E(
-    P + "claims.verdict_problems",
-    lambda: (claims.verdict_problems, dict(result={"claims": [], "verdicts": []})),
+    P + "book.verdicts.verdict_problems",
+    lambda: (verdicts.verdict_problems, dict(result={"claims": [], "verdicts": []})),
     {"result": Given([None, 3, "x"])},
 )
-E(P + "claims.recorded_verdicts", lambda: (claims.recorded_verdicts, {}))
-E(P + "claims.recorded_claims", lambda: (claims.recorded_claims, {}))
-E(P + "claims.results", lambda: (claims.results, dict(chapter=None)), {"chapter": Given([3])})
+E(P + "book.verdicts.recorded_verdicts", lambda: (verdicts.recorded_verdicts, {}))
+E(P + "book.claims.recorded_claims", lambda: (claims.recorded_claims, {}))
+E(P + "book.verdicts.results", lambda: (verdicts.results, dict(chapter=None)), {"chapter": Given([3])})
 E(
-    P + "claims.glue",
+    P + "book.claims.glue",
     lambda: (claims.glue, dict(name=uid(), value=1.5)),
     {"name": STR, "value": Given([object()]), "display": BOOL},
 )
-E(P + "claims.format_value", lambda: (claims.format_value, dict(value=1.5)), {})
-E(P + "claims.result_mark", lambda: (claims.result_mark, dict(kind="report", passed=True, holds=None)), {})
+E(P + "book.claims.format_value", lambda: (claims.format_value, dict(value=1.5)), {})
+E(P + "book.claims.result_mark", lambda: (claims.result_mark, dict(kind="report", passed=True, holds=None)), {})
 E(
-    P + "claims.claims_table",
-    lambda: (claims.claims_table, dict(claims=None, chapter=None)),
+    P + "book.verdicts.claims_table",
+    lambda: (verdicts.claims_table, dict(claims=None, chapter=None)),
     {"claims": Given([3, [3]]), "chapter": Given([3])},
 )
-E(P + "claims.reset", lambda: (lambda: None, {}))  # resetting mid-run would drop the session's records
+E(P + "book.claims.reset", lambda: (lambda: None, {}))  # resetting mid-run would drop the session's records
 E(
-    P + "claims.read_notebook",
+    P + "book.claims.read_notebook",
     lambda: (claims.read_notebook, dict(path=_notebook())),
     {"path": Given([None, 3, str(TMP / "missing.ipynb")])},
 )
-DATA(P + "claims.KINDS", P + "claims.VERDICTS")
+DATA(P + "book.claims.KINDS", P + "book.claims.VERDICTS")
 
 
 def _notebook() -> str:
@@ -257,29 +258,31 @@ def _notebook() -> str:
 
 
 # ------------------------------------------------------------------------------------------------ cli, launch
+SKIP(P + "book.manifest.write_manifest", "rewrites a notebook file from run results: tests/test_cli.py")
+DATA(P + "book.manifest.DEFAULT_BUDGET")
 for n in ("main", "run_notebook", "NotebookTimeout"):
-    SKIP(P + f"cli.{n}", "runs notebooks in a Jupyter kernel: tests/test_cli.py")
+    SKIP(P + f"book.cli.{n}", "runs notebooks in a Jupyter kernel: tests/test_cli.py")
 for n in ("launch_cells", "run_chapter", "main", "TAG"):
-    SKIP(P + f"launch.{n}", "launches chapters (torchrun, kernels): tests/test_launch.py")
+    SKIP(P + f"book.launch.{n}", "launches chapters (torchrun, kernels): tests/test_launch.py")
 E(
-    P + "cli.list_chapters",
-    lambda: (__import__("iclr26.cli").cli.list_chapters, dict(toc=_toc())),
+    P + "book.cli.list_chapters",
+    lambda: (__import__("iclr26.book.cli").book.cli.list_chapters, dict(toc=_toc())),
     {"toc": Given([None, 3])},
 )
 E(
-    P + "cli.chapter_title",
-    lambda: (__import__("iclr26.cli").cli.chapter_title, dict(notebook=_titled())),
+    P + "book.cli.chapter_title",
+    lambda: (__import__("iclr26.book.cli").book.cli.chapter_title, dict(notebook=_titled())),
     {"notebook": Given([None, 3])},
 )
 E(
-    P + "cli.read_manifest",
-    lambda: (__import__("iclr26.cli").cli.read_manifest, dict(notebook=_manifested())),
+    P + "book.manifest.read_manifest",
+    lambda: (__import__("iclr26.book.manifest").book.manifest.read_manifest, dict(notebook=_manifested())),
     {"notebook": Given([None, 3])},
 )
 E(
-    P + "cli.check_against_manifest",
+    P + "book.manifest.check_against_manifest",
     lambda: (
-        __import__("iclr26.cli").cli.check_against_manifest,
+        __import__("iclr26.book.manifest").book.manifest.check_against_manifest,
         dict(
             result={"scale": "ci", "claims": [], "glued": {}, "seconds": 1.0},
             manifest={"claims": {"ci": []}, "glue": [], "budget_s": {"ci": 60}},
@@ -288,13 +291,16 @@ E(
     {"result": Given([None, 3]), "manifest": Given([None, 3])},
 )
 E(
-    P + "launch.save_result",
-    lambda: (__import__("iclr26.launch").launch.save_result, dict(out=str(TMP / "runs"), name="a", record={"x": 1})),
+    P + "book.launch.save_result",
+    lambda: (
+        __import__("iclr26.book.launch").book.launch.save_result,
+        dict(out=str(TMP / "runs"), name="a", record={"x": 1}),
+    ),
     {"out": Given([None, 3]), "name": Given([None, 3]), "record": Given([None, 3])},
 )
 E(
-    P + "launch.load_results",
-    lambda: (__import__("iclr26.launch").launch.load_results, dict(out=str(TMP / "runs"))),
+    P + "book.launch.load_results",
+    lambda: (__import__("iclr26.book.launch").book.launch.load_results, dict(out=str(TMP / "runs"))),
     {"out": Given([None, 3])},
 )
 

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from iclr26 import claims
-from iclr26.claims import (
+from iclr26.book import (
     VERDICTS,
     check,
     check_at_least,
@@ -22,6 +21,7 @@ from iclr26.claims import (
     claim_close_to,
     claim_greater_than,
     claim_less_than,
+    claims,
     claims_table,
     control,
     control_at_least,
@@ -30,12 +30,12 @@ from iclr26.claims import (
     recorded_verdicts,
     report,
     results,
-    uncited,
     verdict,
     verdict_problems,
     verdict_word,
     verdicts_table,
 )
+from iclr26.book.verdicts import uncited
 
 
 @pytest.fixture(autouse=True)
@@ -300,13 +300,13 @@ def test_read_notebook_round_trip(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
-            "from iclr26.claims import claim_at_least, glue\n"
+            "from iclr26.book import claim_at_least, glue\n"
             "glue('power', 0.93)\nglue('flag', True)\nglue('nan_value', float('nan'))\n"
             "claim_at_least('power_high', 'power is high', 0.93, 0.9)\n"
             "claim_at_least('size_low', 'fails on purpose', 0.2, 0.9)\n"
         ),
         nbformat.v4.new_code_cell(
-            "from iclr26.claims import check_at_most, report, results, verdict\n"
+            "from iclr26.book import check_at_most, report, results, verdict\n"
             "check_at_most('identity', 'an identity', 0.0, 1e-9)\n"
             "report('gap', 0.01, 'a gap', holds=False)\n"
             "verdict('the paper says so', 'partly', paper='p', evidence=['power_high', 'gap'], why='one of two')\n"
@@ -358,7 +358,7 @@ def test_read_notebook_bad_input(tmp_path):
 def test_read_notebook_flags_a_name_recorded_twice(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell("from iclr26.claims import claim_at_least\nclaim_at_least('x', 'first', 0.1, 0.5)"),
+        nbformat.v4.new_code_cell("from iclr26.book import claim_at_least\nclaim_at_least('x', 'first', 0.1, 0.5)"),
         nbformat.v4.new_code_cell("claim_at_least('x', 'second hides the first', 0.9, 0.5)"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

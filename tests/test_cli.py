@@ -6,11 +6,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from iclr26.cli import chapter_title, check_against_manifest, list_chapters, main, read_manifest, run_notebook
+from iclr26.book.cli import chapter_title, list_chapters, main, run_notebook
+from iclr26.book.manifest import check_against_manifest, read_manifest
 
 PARAMS = 'scale = "book"  # "ci" | "book" | "paper"\nseed = 0\ndevice = "auto"'
 BODY = """
-from iclr26.claims import check_at_most, claim_at_least, control_at_least, glue, results, verdict
+from iclr26.book import check_at_most, claim_at_least, control_at_least, glue, results, verdict
 if seed == 99:
     raise RuntimeError("boom")
 if seed == 77:
@@ -25,8 +26,8 @@ if seed != 5:
 if seed == 21:
     claim_at_least("seed_not_13", "recorded twice", 1.0, 0.0)
 if seed == 31:
-    from iclr26 import claims
-    claims._VERDICTS["planted"] = claims.Verdict("planted", "not reproduced", "p", ("zero",), (), "no control")
+    from iclr26.book import Verdict, claims
+    claims._VERDICTS["planted"] = Verdict("planted", "not reproduced", "p", ("zero",), (), "no control")
 elif seed != 5:
     verdict("the seed matters", "not reproduced", paper="it does", evidence=["seed_not_13"], controls=["planted"],
             why="it does not")

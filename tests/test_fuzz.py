@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import fuzz_cases  # noqa: E402
 
-from iclr26 import claims  # noqa: E402
+from iclr26.book import claims  # noqa: E402
 
 ENTRIES = fuzz_cases.table()
 NAMES = fuzz_cases.public_names()

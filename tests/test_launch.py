@@ -1,5 +1,5 @@
-"""`python -m iclr26.launch` (and under `torchrun`): a chapter's cells tagged `launch` run outside the notebook, the
-entry function trains through `fit`, and `save_result`/`load_results` carry the runs back to the notebook."""
+"""`python -m iclr26.book.launch` (and under `torchrun`): a chapter's cells tagged `launch` run outside the notebook,
+the entry function trains through `fit`, and `save_result`/`load_results` carry the runs back to the notebook."""
 
 import json
 import os
@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from iclr26.launch import launch_cells, load_results, run_chapter, save_result
+from iclr26.book.launch import launch_cells, load_results, run_chapter, save_result
 
 SETUP = """
 import torch
-from iclr26.launch import save_result
+from iclr26.book.launch import save_result
 from iclr26.train import fit
 SCALES = {"ci": {"steps": 4, "batch": 8}, "book": {"steps": 8, "batch": 8}, "paper": {"steps": 50, "batch": 64}}
 cfg = SCALES[scale]
@@ -85,7 +85,7 @@ def test_two_gloo_processes_under_torchrun_match_one(tmp_path):
         "--standalone",
         "--nproc_per_node=2",
         "-m",
-        "iclr26.launch",
+        "iclr26.book.launch",
         str(nb),
         "--scale",
         "book",

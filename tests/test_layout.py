@@ -41,14 +41,12 @@ CORE = {
     "__main__",
     "runtime",
     "train",
-    "claims",
     "plot",
-    "cli",
     "checks",
     "metrics",
     "sweep",
     "optim",
-    "launch",
+    "book",
 }
 
 

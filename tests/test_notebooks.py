@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from iclr26.cli import BUDGET_FAIL, check_against_manifest, list_chapters, read_manifest, run_notebook
+from iclr26.book.cli import list_chapters, run_notebook
+from iclr26.book.manifest import BUDGET_FAIL, check_against_manifest, read_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = list_chapters(ROOT / "_toc.yml")

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from iclr26.cli import list_chapters
+from iclr26.book.cli import list_chapters
 from tools.student import (
     ADMONITION,
     STUB_TAG,

@@ -112,7 +112,8 @@ def _exit_code(runs: list[dict]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26.cli import check_against_manifest, list_chapters, read_manifest
+    from iclr26.book.cli import list_chapters
+    from iclr26.book.manifest import check_against_manifest, read_manifest
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="chapter slugs (default: every chapter in _toc.yml)")

@@ -3,9 +3,9 @@
     python -m tools.build_ci_book --executed _build/ci/executed --out _build/ci-book
     python -m tools.build_ci_book --executed /tmp --only influential_sets --out /tmp/one-book   # one chapter
 
-It stages a copy of the book (config, toc, book/ pages, the companion's README) with the executed notebooks in nbs/, turns execution off,
-writes the Reproducibility page from the run results found beside the executed notebooks (``../results/*.json``),
-and runs
+It stages a copy of the book (config, toc, book/ pages, the companion's README) with the executed notebooks in nbs/,
+turns execution off, writes the Reproducibility page from the run results found beside the executed notebooks
+(``../results/*.json``), and runs
 ``jupyter-book build -W -n --keep-going --all``. A broken reference, citation or glue name fails it.
 """
 

@@ -5,9 +5,9 @@
 
 The manifest lists the checks and reports each scale records (taken from the runs given, one per scale), the glued
 names that the page and outside checks read (``--glue``; kept from the existing manifest when omitted), and the time
-budget per scale (default: ci 60 s, book 180 s). Read it back with ``iclr26.cli.read_manifest``; the chapter test and
-`make bench` hold every run to it. Review the diff: a manifest records what a chapter promises, not what it happened
-to do.
+budget per scale (default: ci 60 s, book 180 s). Read it back with ``iclr26.book.manifest.read_manifest``; the
+chapter test and `make bench` hold every run to it. Review the diff: a manifest records what a chapter promises, not
+what it happened to do.
 """
 
 from __future__ import annotations
@@ -17,30 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT_BUDGET = {"ci": 60, "book": 180}
-
-
-def write_manifest(
-    notebook: Path, results: list[dict], glue: list[str] | None = None, budget: dict | None = None
-) -> dict:
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-    meta = nb.setdefault("metadata", {}).setdefault("iclr26", {})
-    old = meta.get("manifest") or {}
-    claims = dict(old.get("claims", {}))
-    for r in results:
-        claims[r["scale"]] = [c["name"] for c in r["claims"]]
-    glue = list(old.get("glue", [])) if glue is None else list(glue)
-    missing = [g for r in results for g in glue if g not in r.get("glued", {})]
-    if missing:
-        raise ValueError(f"glue names not glued by the runs given: {sorted(set(missing))}")
-    manifest = {
-        "claims": claims,
-        "glue": glue,
-        "budget_s": {**DEFAULT_BUDGET, **old.get("budget_s", {}), **(budget or {})},
-    }
-    meta["manifest"] = manifest
-    Path(notebook).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return manifest
+from iclr26.book.manifest import write_manifest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ are not budgets (`make bench` measures those on a quiet machine).
 
 For every check the page gives the number of seeds on which it passed, its value on the seed where it came closest
 to failing, the line it is compared with, and the *slack* there (how far the value is from failing, in the value's
-units; see :class:`iclr26.claims.Claim`). The *room* is the slack relative to the larger of |line| and |value|: the
+units; see :class:`iclr26.book.Claim`). The *room* is the slack relative to the larger of |line| and |value|: the
 claims with the least room are the book's tightest, and they head the page. Reports (numbers shown, not asserted)
 have no line and are left out.
 
@@ -293,7 +293,7 @@ def load_runs(slugs: set[str] | None = None) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26.cli import list_chapters
+    from iclr26.book.cli import list_chapters
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="chapter slugs (default: every chapter in _toc.yml)")

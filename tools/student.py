@@ -201,7 +201,7 @@ def write_student(notebook: Path, out_dirs: list[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26.cli import list_chapters
+    from iclr26.book.cli import list_chapters
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that student/ is up to date")

@@ -133,7 +133,7 @@ def render(chapters: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26.cli import list_chapters
+    from iclr26.book.cli import list_chapters
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")

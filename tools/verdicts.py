@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from iclr26.claims import VERDICTS, format_value, result_mark
+from iclr26.book import VERDICTS, format_value, result_mark
 from tools.common import ROOT
 from tools.reproducibility import load_runs
 

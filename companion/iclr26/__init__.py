@@ -1,10 +1,11 @@
 """iclr26 — the companion package of the executable book *ICLR 2026, Reproduced*.
 
-The core is flat: ``runtime`` (``setup``: style, device, seed, threads, the scale table), ``train`` (the ``fit``
-loop), ``claims`` (claims, controls, sanity checks, reports, verdicts and glue), ``checks`` (argument checks),
-``optim``, ``sweep``, ``metrics``, ``plot`` and ``cli`` (``python -m iclr26 list | run``). Above it: ``hooks``, the
-subpackages ``models`` and ``data``, ``hf`` (real models through transformers), and the methods ``sae``,
-``diffusion``, ``counterfactuals``, ``topology``. The companion's README maps which module holds what.
+The core: ``runtime`` (``setup``: style, device, seed, threads, the scale table), the ``train`` package (the ``fit``
+loop), ``checks`` (argument checks), ``optim``, ``sweep``, ``metrics``, ``plot``; beside it the ``book`` package, the
+book's machinery (claims, controls, sanity checks, reports, verdicts, glue, the manifest, ``python -m iclr26 list |
+run`` and the launcher). Above the core: ``hooks``, the subpackages ``models`` and ``data``, ``hf`` (real models
+through transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals``, ``topology``. The companion's
+README maps which module holds what.
 """
 
 from typing import TYPE_CHECKING
@@ -12,34 +13,34 @@ from typing import TYPE_CHECKING
 # Names load on first use (PEP 562), so `import iclr26` and `python -m iclr26 list` do not import torch or matplotlib;
 # `from iclr26 import glue` works as before.
 _LAZY = {
-    "check": "iclr26.claims",
-    "check_at_least": "iclr26.claims",
-    "check_at_most": "iclr26.claims",
-    "check_between": "iclr26.claims",
-    "check_close_to": "iclr26.claims",
-    "check_greater_than": "iclr26.claims",
-    "check_less_than": "iclr26.claims",
-    "claim": "iclr26.claims",
-    "claim_at_least": "iclr26.claims",
-    "claim_at_most": "iclr26.claims",
-    "claim_between": "iclr26.claims",
-    "claim_close_to": "iclr26.claims",
-    "claim_greater_than": "iclr26.claims",
-    "claim_less_than": "iclr26.claims",
-    "claims_table": "iclr26.claims",
-    "control": "iclr26.claims",
-    "control_at_least": "iclr26.claims",
-    "control_at_most": "iclr26.claims",
-    "control_between": "iclr26.claims",
-    "control_close_to": "iclr26.claims",
-    "control_greater_than": "iclr26.claims",
-    "control_less_than": "iclr26.claims",
-    "glue": "iclr26.claims",
-    "report": "iclr26.claims",
-    "results": "iclr26.claims",
-    "verdict": "iclr26.claims",
-    "verdict_word": "iclr26.claims",
-    "verdicts_table": "iclr26.claims",
+    "check": "iclr26.book.claims",
+    "check_at_least": "iclr26.book.claims",
+    "check_at_most": "iclr26.book.claims",
+    "check_between": "iclr26.book.claims",
+    "check_close_to": "iclr26.book.claims",
+    "check_greater_than": "iclr26.book.claims",
+    "check_less_than": "iclr26.book.claims",
+    "claim": "iclr26.book.claims",
+    "claim_at_least": "iclr26.book.claims",
+    "claim_at_most": "iclr26.book.claims",
+    "claim_between": "iclr26.book.claims",
+    "claim_close_to": "iclr26.book.claims",
+    "claim_greater_than": "iclr26.book.claims",
+    "claim_less_than": "iclr26.book.claims",
+    "claims_table": "iclr26.book.verdicts",
+    "control": "iclr26.book.claims",
+    "control_at_least": "iclr26.book.claims",
+    "control_at_most": "iclr26.book.claims",
+    "control_between": "iclr26.book.claims",
+    "control_close_to": "iclr26.book.claims",
+    "control_greater_than": "iclr26.book.claims",
+    "control_less_than": "iclr26.book.claims",
+    "glue": "iclr26.book.claims",
+    "report": "iclr26.book.claims",
+    "results": "iclr26.book.verdicts",
+    "verdict": "iclr26.book.verdicts",
+    "verdict_word": "iclr26.book.verdicts",
+    "verdicts_table": "iclr26.book.verdicts",
     "Config": "iclr26.runtime",
     "Timer": "iclr26.runtime",
     "pick_device": "iclr26.runtime",
@@ -50,7 +51,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from iclr26.claims import (
+    from iclr26.book import (
         check,
         check_at_least,
         check_at_most,

@@ -1,5 +1,5 @@
 import sys
 
-from iclr26.cli import main
+from iclr26.book.cli import main
 
 sys.exit(main())

@@ -1,17 +1,17 @@
-"""Run a chapter's training outside its notebook, on many GPUs: ``torchrun ... -m iclr26.launch``.
+"""Run a chapter's training outside its notebook, on many GPUs: ``torchrun ... -m iclr26.book.launch``.
 
 A notebook kernel is one process, so a chapter's `paper`-scale training on several GPUs runs here instead:
 
-    torchrun --nproc_per_node=8 -m iclr26.launch optimizer_benchmark --scale paper --out runs/
-    python -m iclr26.launch optimizer_benchmark --scale ci --out runs/       # one process, e.g. to try it
+    torchrun --nproc_per_node=8 -m iclr26.book.launch optimizer_benchmark --scale paper --out runs/
+    python -m iclr26.book.launch optimizer_benchmark --scale ci --out runs/       # one process, e.g. to try it
 
 The launcher executes the chapter's code cells tagged ``launch`` (imports, the scale table, the training code: plain
 Python, no cell magics) with the parameters ``scale``, ``seed``, ``device`` and ``results`` (the output folder) set as
 the parameters cell would set them. If those cells define an entry function — the one ``metadata.iclr26.launch.entry``
-of the notebook names, else ``launch`` — it is then called with the output folder; otherwise running the cells was
-the job. The training goes through :func:`iclr26.train.fit`, which is data-parallel under ``torchrun``, and each run is
-kept with :func:`save_result` (rank 0 writes; weights as safetensors, numbers as JSON). With ``results`` set to the
-same folder, the notebook reads the runs back with :func:`load_results` instead of training them in the kernel.
+of the notebook names, else ``launch`` — it is then called with the output folder; otherwise running the cells was the
+job. The training goes through :func:`iclr26.train.fit`, which is data-parallel under ``torchrun``, and each run is kept
+with :func:`save_result` (rank 0 writes; weights as safetensors, numbers as JSON). With ``results`` set to the same
+folder, the notebook reads the runs back with :func:`load_results` instead of training them in the kernel.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from iclr26.book.cli import _find_toc, list_chapters
 from iclr26.checks import check_choice, check_int
-from iclr26.cli import _find_toc, list_chapters
 from iclr26.runtime import SCALES
 from iclr26.train import distributed_env, init_distributed
 
@@ -139,7 +139,7 @@ def load_results(out: str | Path) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iclr26.launch", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m iclr26.book.launch", description=__doc__.splitlines()[0])
     parser.add_argument("chapter", help="a chapter slug from _toc.yml, or a notebook path")
     parser.add_argument("--scale", default="paper", choices=SCALES)
     parser.add_argument("--seed", type=int, default=0)

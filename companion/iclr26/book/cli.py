@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iclr26.claims import read_notebook, verdict_problems
+from iclr26.book.claims import read_notebook
+from iclr26.book.manifest import check_against_manifest, read_manifest
+from iclr26.book.verdicts import verdict_problems
 from iclr26.runtime import SCALES
 
 __all__ = [
@@ -34,8 +36,6 @@ __all__ = [
     "check_against_manifest",
     "NotebookTimeout",
 ]
-
-BUDGET_WARN, BUDGET_FAIL = 1.0, 1.5  # a run above its budget warns, above 1.5× its budget fails
 
 
 class NotebookTimeout(Exception):
@@ -97,73 +97,6 @@ def chapter_title(notebook: str | Path) -> str:
     return Path(notebook).stem
 
 
-def read_manifest(notebook: str | Path) -> dict[str, Any]:
-    """A chapter's manifest, from its notebook's metadata (``metadata.iclr26.manifest``).
-
-    ``{"claims": {scale: [names]}, "glue": [names], "budget_s": {scale: seconds}}``: the check names (paper claims and
-    sanity checks) a run records at each scale, the glued names the page and outside checks read, and the time budget
-    per scale. Raises ``ValueError`` when the notebook has none or it is malformed.
-    """
-    path = _path(notebook, "notebook")
-    if not path.is_file():
-        raise ValueError(f"notebook {str(path)!r} is not a file")
-    meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
-    manifest = (meta.get("iclr26") or {}).get("manifest")
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{path.name} has no manifest (metadata.iclr26.manifest)")
-    claims, glue, budget = manifest.get("claims"), manifest.get("glue"), manifest.get("budget_s")
-    ok = (
-        isinstance(claims, dict)
-        and all(k in SCALES and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in claims.items())
-        and isinstance(glue, list)
-        and all(isinstance(n, str) for n in glue)
-        and isinstance(budget, dict)
-        and all(k in SCALES and isinstance(v, (int, float)) and v > 0 for k, v in budget.items())
-    )
-    if not ok:
-        raise ValueError(
-            f"{path.name}: the manifest must be {{'claims': {{scale: [names]}}, 'glue': [names], "
-            f"'budget_s': {{scale: seconds}}}}, got {manifest!r}"
-        )
-    return manifest
-
-
-def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Compare a :func:`run_notebook` result with the chapter's manifest: ``(errors, warnings)``.
-
-    Errors: a check the manifest expects at this scale is missing, or one it does not list was recorded (a branch
-    that skips or adds a check is visible, never a silent 8/9); a glued name is missing; the run took more than
-    1.5× its budget. Warning: it took between 1× and 1.5× its budget (timing noise).
-    """
-    if not isinstance(result, dict) or not isinstance(result.get("scale"), str):
-        raise TypeError(f"result must be a run_notebook result (a dict with 'scale', 'claims', ...), got {result!r}")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("claims"), dict):
-        raise TypeError(f"manifest must be a read_manifest dict ('claims', 'glue', 'budget_s'), got {manifest!r}")
-    errors: list[str] = []
-    warnings: list[str] = []
-    scale = result["scale"]
-    expected = manifest["claims"].get(scale)
-    recorded = [c["name"] for c in result.get("claims", [])]
-    if expected is not None:
-        missing = [n for n in expected if n not in recorded]
-        extra = [n for n in recorded if n not in expected]
-        if missing:
-            errors.append(f"checks the manifest expects at {scale} but the run did not record: {missing}")
-        if extra:
-            errors.append(f"checks recorded at {scale} that the manifest does not list: {extra}")
-    missing_glue = [n for n in manifest["glue"] if n not in result.get("glued", {})]
-    if missing_glue:
-        errors.append(f"numbers not glued: {missing_glue}")
-    budget = manifest["budget_s"].get(scale)
-    if budget is not None and "seconds" in result:
-        ratio = result["seconds"] / budget
-        if ratio > BUDGET_FAIL:
-            errors.append(f"took {result['seconds']:.1f} s, over {BUDGET_FAIL}× its {scale} budget of {budget:g} s")
-        elif ratio > BUDGET_WARN:
-            warnings.append(f"took {result['seconds']:.1f} s, over its {scale} budget of {budget:g} s")
-    return errors, warnings
-
-
 def run_notebook(
     notebook: str | Path,
     scale: str = "ci",
@@ -178,11 +111,11 @@ def run_notebook(
 
     Keys: ``notebook``, ``scale``, ``seed``, ``seconds``, ``ok``, ``claims``
     (``{name, statement, value, passed, kind, bound, slack, holds}``, ``kind`` being ``"claim"``, ``"control"``,
-    ``"sanity"`` or ``"report"``, ``slack`` the distance from failing, see :class:`iclr26.claims.Claim`), ``verdicts``
+    ``"sanity"`` or ``"report"``, ``slack`` the distance from failing, see :class:`iclr26.book.Claim`), ``verdicts``
     (``{headline, verdict, paper, evidence, controls, why}``, evidence and controls as lists of names in ``claims``),
     ``glued`` (``{name: value}``), ``uncited`` (names no verdict cites and no glue quotes), plus ``error`` (a string,
     only when execution failed), ``duplicates`` (names recorded twice) and ``verdict_problems`` (verdict rows that
-    break the rules of :func:`iclr26.claims.verdict`), each only when there are some.
+    break the rules of :func:`iclr26.book.verdict`), each only when there are some.
 
     ``cell_timeout`` (seconds, default 900) stops a hung cell and names it in ``error``; ``timeout`` (seconds) bounds
     the whole notebook, where the platform has ``SIGALRM`` and this runs in the main thread.
