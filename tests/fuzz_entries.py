@@ -1052,6 +1052,32 @@ E(
         "y": Given([None, [1.0, 2.0], [NAN, 1, 2]]),
     },
 )
+E(
+    P + "metrics.ksg_mi",
+    lambda: (metrics.ksg_mi, dict(x=arr(30), y=arr(30, seed=1), k=3)),
+    {
+        "x": Floats(ranks=(1, 2), int_ok=True, f64="ok"),
+        "y": Floats(ranks=(1, 2), int_ok=True, f64="ok"),
+        "k": Int(low=1),
+        "base": Real(low=0.0, low_open=True),
+        "jitter": Real(low=0.0),
+        "seed": SEED,
+    },
+)
+E(
+    P + "metrics.conditional_mi",
+    lambda: (metrics.conditional_mi, dict(a=arr(30), b=arr(30, seed=1), c=arr(30, seed=2), k=3)),
+    {
+        "a": Floats(ranks=(1, 2), int_ok=True, f64="ok"),
+        "b": Floats(ranks=(1, 2), int_ok=True, f64="ok"),
+        "c": Floats(ranks=(1, 2), int_ok=True, f64="ok"),
+        "k": Int(low=1),
+        "base": Real(low=0.0, low_open=True),
+        "jitter": Real(low=0.0),
+        "clip": BOOL,
+        "seed": SEED,
+    },
+)
 DATA(
     P + "optim.OPTIMIZERS",
     P + "optim.MATRIX_OPTIMIZERS",

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.feature_selection import mutual_info_regression
 
-from iclr26.metrics import SlopeFit, loglog_slope
+from iclr26.metrics import SlopeFit, conditional_mi, ksg_mi, loglog_slope
 
 
 def test_exact_power_law_recovers_slope_and_intercept():
@@ -52,3 +53,101 @@ def test_three_points_is_enough_and_lists_work():
 def test_bad_input_names_the_argument(x, y, exc, word):
     with pytest.raises(exc, match=word):
         loglog_slope(x, y)
+
+
+# ------------------------------------------------------------------------------------------------ KSG mutual information
+def _gaussian_pair(rho, n, seed):
+    z = np.random.default_rng(seed).normal(size=(n, 2))
+    return z[:, 0], rho * z[:, 0] + np.sqrt(1 - rho**2) * z[:, 1]
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
+def test_ksg_matches_the_gaussian_closed_form(rho):
+    x, y = _gaussian_pair(rho, 3000, seed=1)
+    truth = -0.5 * np.log(1 - rho**2)  # nats
+    assert ksg_mi(x, y, base=np.e) == pytest.approx(truth, abs=0.04)
+    assert ksg_mi(x, y) == pytest.approx(ksg_mi(x, y, base=np.e) / np.log(2), rel=1e-9)  # bits by default
+
+
+def test_ksg_multivariate_gaussian_closed_form():
+    # I(X; Y) for jointly Gaussian blocks: 0.5 log(det Sx det Sy / det S)
+    rng = np.random.default_rng(2)
+    A = rng.normal(size=(4, 4))
+    S = A @ A.T + 2 * np.eye(4)
+    z = rng.multivariate_normal(np.zeros(4), S, size=3000)
+    truth = 0.5 * np.log(np.linalg.det(S[:2, :2]) * np.linalg.det(S[2:, 2:]) / np.linalg.det(S))
+    assert ksg_mi(z[:, :2], z[:, 2:], base=np.e) == pytest.approx(truth, abs=0.06)
+
+
+def test_ksg_agrees_with_scikit_learn_on_standardised_data():
+    x, y = _gaussian_pair(0.7, 1500, seed=3)
+    x, y = x / x.std(), y / y.std()  # scikit-learn scales the feature to unit variance
+    ours = ksg_mi(x, y, k=3, base=np.e)
+    theirs = mutual_info_regression(x[:, None], y, n_neighbors=3, random_state=0)[0]
+    assert ours == pytest.approx(theirs, abs=1e-3)
+
+
+def test_ksg_invariant_to_the_order_of_rows_and_to_swapping_arguments():
+    x, y = _gaussian_pair(0.6, 800, seed=4)
+    perm = np.random.default_rng(0).permutation(800)
+    assert ksg_mi(x[perm], y[perm], jitter=0.0) == pytest.approx(ksg_mi(x, y, jitter=0.0), abs=1e-12)
+    assert ksg_mi(y, x, jitter=0.0) == pytest.approx(ksg_mi(x, y, jitter=0.0), abs=1e-12)
+
+
+def test_conditional_mi_on_a_markov_chain_and_a_collider():
+    rng = np.random.default_rng(5)
+    n = 2000
+    a = rng.normal(size=n)
+    c = a + rng.normal(size=n)
+    b = c + rng.normal(size=n)
+    # a -> c -> b: I(a; b | c) = 0 while I(a; b) > 0
+    assert conditional_mi(a, b, c) < 0.05
+    assert ksg_mi(a, b) > 0.2
+    # Gaussian closed form of I(a; c | b) in the same chain: -0.5 log(1 - partial corr^2)
+    S = np.cov(np.vstack([a, b, c]))
+    P = np.linalg.inv(S)
+    pcorr = -P[0, 2] / np.sqrt(P[0, 0] * P[2, 2])
+    assert conditional_mi(a, c, b, base=np.e) == pytest.approx(-0.5 * np.log(1 - pcorr**2), abs=0.05)
+    # a collider: u, v independent, w = u + v; given w they are dependent
+    u, v = rng.normal(size=(2, n))
+    assert ksg_mi(u, v) < 0.05 and conditional_mi(u, v, u + v) > 0.5
+
+
+def test_conditional_mi_clip_and_chain_rule():
+    rng = np.random.default_rng(6)
+    a, b, c = rng.normal(size=(3, 500))
+    raw = conditional_mi(a, b, c, clip=False)
+    assert raw == pytest.approx(ksg_mi(a, np.column_stack([b, c])) - ksg_mi(a, c), abs=1e-12)
+    assert conditional_mi(a, b, c) == max(0.0, raw)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "word"),
+    [
+        (dict(x="abc"), TypeError, "x"),
+        (dict(y=[[np.nan]] * 10), ValueError, "y"),
+        (dict(y=np.ones(9)), ValueError, "same number"),
+        (dict(k=0), ValueError, "k"),
+        (dict(k=10), ValueError, "k"),
+        (dict(k=2.5), TypeError, "k"),
+        (dict(base=1.0), ValueError, "base"),
+        (dict(base=-2.0), ValueError, "base"),
+        (dict(jitter=-1.0), ValueError, "jitter"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(x=np.ones((10, 0))), ValueError, "x"),
+    ],
+)
+def test_ksg_refuses_bad_input(kwargs, exc, word):
+    args = dict(x=np.arange(10.0), y=np.arange(10.0) ** 2) | kwargs
+    with pytest.raises(exc, match=word):
+        ksg_mi(**args)
+
+
+def test_conditional_mi_refuses_bad_input():
+    a = np.arange(20.0)
+    with pytest.raises(ValueError, match="same number"):
+        conditional_mi(a, a, a[:10])
+    with pytest.raises(TypeError, match="clip"):
+        conditional_mi(a, a, a, clip="yes")
+    with pytest.raises(TypeError, match="c"):
+        conditional_mi(a, a, None)
