@@ -55,7 +55,7 @@ def test_bad_input_names_the_argument(x, y, exc, word):
         loglog_slope(x, y)
 
 
-# ------------------------------------------------------------------------------------------------ KSG mutual information
+# ------------------------------------------------------------------------------------ KSG mutual information
 def _gaussian_pair(rho, n, seed):
     z = np.random.default_rng(seed).normal(size=(n, 2))
     return z[:, 0], rho * z[:, 0] + np.sqrt(1 - rho**2) * z[:, 1]

@@ -109,7 +109,7 @@ def _ksg(x: np.ndarray, y: np.ndarray, k: int, base: float, jitter: float, rng: 
 
 
 def ksg_mi(x, y, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, seed=0) -> float:
-    """Mutual information ``I(x; y)`` by the KSG k-nearest-neighbour estimator, in units of log ``base`` (bits by default).
+    """Mutual information ``I(x; y)`` by the KSG k-nearest-neighbour estimator, in log-``base`` units (default bits).
 
     ``x`` and ``y`` are samples, shape ``(n,)`` or ``(n, d)``, paired by row. The estimator is Kraskov et al.'s first
     (2004, eq. 8) with the max-norm, computed as NPEET's ``mi`` does: uniform noise of size ``jitter`` breaks ties
@@ -137,7 +137,9 @@ def ksg_mi(x, y, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, seed=0
     return _ksg(xs, ys, k, base, jitter, as_generator(seed))
 
 
-def conditional_mi(a, b, c, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, clip: bool = True, seed=0) -> float:
+def conditional_mi(
+    a, b, c, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, clip: bool = True, seed=0
+) -> float:
     """Conditional mutual information ``I(a; b | c) = I(a; [b, c]) − I(a; c)``, each term by :func:`ksg_mi`.
 
     This is the chain-rule form of the boosting chapter's official code (two KSG estimates, the second subtracted), not
@@ -154,7 +156,8 @@ def conditional_mi(a, b, c, k: int = 5, *, base: float = 2.0, jitter: float = 1e
     b_ = _sample_matrix(b, "b")
     c_ = _sample_matrix(c, "c")
     if not a_.shape[0] == b_.shape[0] == c_.shape[0]:
-        raise ValueError(f"a, b and c must hold the same number of samples, got {a_.shape[0]}, {b_.shape[0]}, {c_.shape[0]}")
+        sizes = f"{a_.shape[0]}, {b_.shape[0]}, {c_.shape[0]}"
+        raise ValueError(f"a, b and c must hold the same number of samples, got {sizes}")
     if not isinstance(clip, (bool, np.bool_)):
         raise TypeError(f"clip must be a bool, got {type(clip).__name__}")
     k = check_int(k, "k", low=1)
@@ -164,8 +167,6 @@ def conditional_mi(a, b, c, k: int = 5, *, base: float = 2.0, jitter: float = 1e
     if base == 1.0:
         raise ValueError("base must not be 1 (log 1 = 0)")
     jitter = check_float(jitter, "jitter", 0.0)
-    if not isinstance(seed, np.random.Generator):
-        as_generator(seed)  # validates
     joint = _ksg(a_, np.hstack([b_, c_]), k, base, jitter, as_generator(seed))
     given = _ksg(a_, c_, k, base, jitter, as_generator(seed))
     value = joint - given
