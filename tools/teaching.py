@@ -35,6 +35,7 @@ PATHS = {
     ],
     "Statistics and optimisation": [
         ("Influence, extreme values and the size of a test", ["influential_sets"]),
+        ("Distribution shift under hidden confounding: what boosted trees' leaves know", ["boosting_ood"]),
         ("Property testing and query complexity", ["correlation_clustering_testing"]),
         ("Score matching as estimation: the Fisher-divergence gap", ["diffusion_memorization"]),
         ("Benchmarking optimizers: tuning, scaling fits, rankings", ["optimizer_benchmark"]),
