@@ -8,80 +8,46 @@ through transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals
 README maps which module holds what.
 """
 
-from typing import TYPE_CHECKING
-
 # Names load on first use (PEP 562), so `import iclr26` and `python -m iclr26 list` do not import torch or matplotlib;
 # `from iclr26 import glue` works as before.
 _LAZY = {
-    "check": "iclr26.book.claims",
-    "check_at_least": "iclr26.book.claims",
-    "check_at_most": "iclr26.book.claims",
-    "check_between": "iclr26.book.claims",
-    "check_close_to": "iclr26.book.claims",
-    "check_greater_than": "iclr26.book.claims",
-    "check_less_than": "iclr26.book.claims",
-    "claim": "iclr26.book.claims",
-    "claim_at_least": "iclr26.book.claims",
-    "claim_at_most": "iclr26.book.claims",
-    "claim_between": "iclr26.book.claims",
-    "claim_close_to": "iclr26.book.claims",
-    "claim_greater_than": "iclr26.book.claims",
-    "claim_less_than": "iclr26.book.claims",
-    "claims_table": "iclr26.book.verdicts",
-    "control": "iclr26.book.claims",
-    "control_at_least": "iclr26.book.claims",
-    "control_at_most": "iclr26.book.claims",
-    "control_between": "iclr26.book.claims",
-    "control_close_to": "iclr26.book.claims",
-    "control_greater_than": "iclr26.book.claims",
-    "control_less_than": "iclr26.book.claims",
-    "glue": "iclr26.book.claims",
-    "report": "iclr26.book.claims",
-    "results": "iclr26.book.verdicts",
-    "verdict": "iclr26.book.verdicts",
-    "verdict_word": "iclr26.book.verdicts",
-    "verdicts_table": "iclr26.book.verdicts",
-    "Config": "iclr26.runtime",
-    "Timer": "iclr26.runtime",
-    "pick_device": "iclr26.runtime",
-    "scale_table": "iclr26.runtime",
-    "seed_everything": "iclr26.runtime",
-    "select_scale": "iclr26.runtime",
-    "setup": "iclr26.runtime",
+    **dict.fromkeys(
+        [
+            "check",
+            "check_at_least",
+            "check_at_most",
+            "check_between",
+            "check_close_to",
+            "check_greater_than",
+            "check_less_than",
+            "claim",
+            "claim_at_least",
+            "claim_at_most",
+            "claim_between",
+            "claim_close_to",
+            "claim_greater_than",
+            "claim_less_than",
+            "control",
+            "control_at_least",
+            "control_at_most",
+            "control_between",
+            "control_close_to",
+            "control_greater_than",
+            "control_less_than",
+            "glue",
+            "report",
+        ],
+        "iclr26.book.claims",
+    ),
+    **dict.fromkeys(["claims_table", "results", "verdict", "verdict_word", "verdicts_table"], "iclr26.book.verdicts"),
+    **dict.fromkeys(
+        ["Config", "Timer", "pick_device", "scale_table", "seed_everything", "select_scale", "setup"], "iclr26.runtime"
+    ),
 }
 
-if TYPE_CHECKING:
-    from iclr26.book import (
-        check,
-        check_at_least,
-        check_at_most,
-        check_between,
-        check_close_to,
-        check_greater_than,
-        check_less_than,
-        claim,
-        claim_at_least,
-        claim_at_most,
-        claim_between,
-        claim_close_to,
-        claim_greater_than,
-        claim_less_than,
-        claims_table,
-        control,
-        control_at_least,
-        control_at_most,
-        control_between,
-        control_close_to,
-        control_greater_than,
-        control_less_than,
-        glue,
-        report,
-        results,
-        verdict,
-        verdict_word,
-        verdicts_table,
-    )
-    from iclr26.runtime import Config, Timer, pick_device, scale_table, seed_everything, select_scale, setup
+__version__ = "0.1.0"
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str):
@@ -96,44 +62,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-
-
-__version__ = "0.1.0"
-
-__all__ = [
-    "Config",
-    "Timer",
-    "claim",
-    "claim_at_least",
-    "claim_at_most",
-    "claim_between",
-    "claim_close_to",
-    "claim_greater_than",
-    "claim_less_than",
-    "claims_table",
-    "check",
-    "check_at_least",
-    "check_at_most",
-    "check_between",
-    "check_close_to",
-    "check_greater_than",
-    "check_less_than",
-    "control",
-    "control_at_least",
-    "control_at_most",
-    "control_between",
-    "control_close_to",
-    "control_greater_than",
-    "control_less_than",
-    "glue",
-    "report",
-    "results",
-    "verdict",
-    "verdict_word",
-    "verdicts_table",
-    "pick_device",
-    "scale_table",
-    "seed_everything",
-    "select_scale",
-    "setup",
-]
