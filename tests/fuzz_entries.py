@@ -1091,6 +1091,16 @@ E(
         "seed": SEED,
     },
 )
+E(
+    P + "metrics.discordant_pairs",
+    lambda: (metrics.discordant_pairs, dict(a=[1.0, 2.0, 3.0], b=[2.0, 1.0, 3.0])),
+    {
+        "a": Given(
+            [None, "a", 3.0, [[1.0, 2.0, 3.0]], [NAN, 1, 2], [1.0, 2.0], [True, False, True]], [np.array([1, 2, 3])]
+        ),
+        "b": Given([None, "b", [1.0], [NAN, 1, 2]]),
+    },
+)
 DATA(
     P + "optim.OPTIMIZERS",
     P + "optim.MATRIX_OPTIMIZERS",

@@ -1,9 +1,11 @@
+import itertools
+
 import numpy as np
 import pytest
 from scipy import stats
 from sklearn.feature_selection import mutual_info_regression
 
-from iclr26.metrics import SlopeFit, conditional_mi, ksg_mi, loglog_slope
+from iclr26.metrics import SlopeFit, conditional_mi, discordant_pairs, ksg_mi, loglog_slope
 
 
 def test_exact_power_law_recovers_slope_and_intercept():
@@ -151,3 +153,54 @@ def test_conditional_mi_refuses_bad_input():
         conditional_mi(a, a, a, clip="yes")
     with pytest.raises(TypeError, match="c"):
         conditional_mi(a, a, None)
+
+
+def _brute_discordant(a, b):
+    return sum(
+        1
+        for i, j in itertools.combinations(range(len(a)), 2)
+        if (a[i] < a[j] and b[i] > b[j]) or (a[i] > a[j] and b[i] < b[j])
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_discordant_pairs_matches_brute_force_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 15))
+    a = rng.integers(0, 4, n).astype(float)  # few values: many ties
+    b = rng.integers(0, 4, n).astype(float)
+    if n and seed % 3 == 0:
+        a[0] = np.inf  # a diverged run ranked last
+        b[-1] = -np.inf
+    assert discordant_pairs(a, b) == _brute_discordant(list(a), list(b))
+
+
+def test_discordant_pairs_without_ties_matches_kendall_tau():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=12), rng.normal(size=12)
+    tau = stats.kendalltau(a, b).statistic
+    assert discordant_pairs(a, b) == pytest.approx(66 * (1 - tau) / 2)
+    assert discordant_pairs(a, a) == 0 and discordant_pairs(a, -a) == 66
+
+
+def test_discordant_pairs_ties_and_infinities():
+    assert discordant_pairs([1, 2, 3], [3, 2, 2]) == 2
+    assert discordant_pairs([np.inf, np.inf, 1], [0, 1, 2]) == 2  # the two inf tie; each beats 1 while b says less
+    assert discordant_pairs([], []) == 0
+
+
+@pytest.mark.parametrize(
+    "a, b, err",
+    [
+        ("abc", [1, 2, 3], TypeError),
+        (3, [1], TypeError),
+        ([True, False], [1, 2], TypeError),
+        ([[1, 2]], [1, 2], ValueError),
+        ([1, 2], [1, 2, 3], ValueError),
+        ([1, np.nan], [1, 2], ValueError),
+        (["a", "b"], [1, 2], TypeError),
+    ],
+)
+def test_discordant_pairs_rejects_bad_input(a, b, err):
+    with pytest.raises(err, match=r"\ba\b|\bb\b"):
+        discordant_pairs(a, b)

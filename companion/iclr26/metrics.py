@@ -7,6 +7,9 @@ sequence length, …) with a theoretical one.
 :func:`ksg_mi` estimates the mutual information of two continuous vectors with the Kraskov–Stögbauer–Grassberger
 k-nearest-neighbour estimator (the first of their two, max-norm, as in NPEET's ``mi``), and :func:`conditional_mi`
 builds ``I(a; b | c) = I(a; [b, c]) − I(a; c)`` from it, clipped at 0, as the boosting chapter's official code does.
+
+:func:`discordant_pairs` counts the pairs two rankings order oppositely (the count behind Kendall's τ),
+ties excluded.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from .checks import as_generator, check_float, check_int
 
-__all__ = ["SlopeFit", "conditional_mi", "ksg_mi", "loglog_slope"]
+__all__ = ["SlopeFit", "conditional_mi", "discordant_pairs", "ksg_mi", "loglog_slope"]
 
 
 class SlopeFit(NamedTuple):
@@ -171,3 +174,43 @@ def conditional_mi(
     given = _ksg(a_, c_, k, base, jitter, as_generator(seed))
     value = joint - given
     return float(max(0.0, value)) if clip else float(value)
+
+
+def _real_vector(values, what: str) -> np.ndarray:
+    if isinstance(values, (str, bytes)) or isinstance(values, numbers.Number):
+        raise TypeError(f"{what} must be a sequence of real numbers, got {type(values).__name__}")
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:  # ragged input
+        raise TypeError(f"{what} must be a sequence of real numbers") from exc
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    arr = arr.astype(float)
+    if np.isnan(arr).any():
+        raise ValueError(f"{what} must not contain NaN (rank a failed run explicitly, e.g. as +inf)")
+    return arr
+
+
+def discordant_pairs(a, b) -> int:
+    """The number of pairs ``i < j`` that ``a`` and ``b`` order oppositely: ``(a_i − a_j)(b_i − b_j) < 0``.
+
+    A pair tied in ``a`` or in ``b`` is neither concordant nor discordant and is not counted. ``a`` and ``b`` are
+    one-dimensional sequences of real numbers of equal length (±inf allowed, so a diverged run can be ranked last;
+    NaN refused). For ``n`` items without ties, ``discordant_pairs = n(n−1)/2 · (1 − τ)/2`` with Kendall's τ.
+
+        >>> discordant_pairs([1, 2, 3, 4], [1, 3, 2, 4])
+        1
+        >>> discordant_pairs([1, 2, 3], [3, 2, 2])   # the pair tied in b is not counted
+        2
+    """
+    xa = _real_vector(a, "a")
+    xb = _real_vector(b, "b")
+    if xa.size != xb.size:
+        raise ValueError(f"a and b must have the same length, got {xa.size} and {xb.size}")
+    with np.errstate(invalid="ignore"):  # inf − inf is a tie (NaN sign → 0)
+        da = np.sign(xa[:, None] - xa[None, :])
+        db = np.sign(xb[:, None] - xb[None, :])
+    prod = np.nan_to_num(da * db, nan=0.0)
+    return int((np.triu(prod, 1) < 0).sum())
