@@ -39,6 +39,7 @@ PATHS = {
         ("Property testing and query complexity", ["correlation_clustering_testing"]),
         ("Score matching as estimation: the Fisher-divergence gap", ["diffusion_memorization"]),
         ("Benchmarking optimizers: tuning, scaling fits, rankings", ["optimizer_benchmark"]),
+        ("Choosing data with small proxy runs: rankings, tuning and learning rates", ["proxy_data_selection"]),
     ],
 }
 
