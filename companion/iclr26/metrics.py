@@ -33,15 +33,22 @@ class SlopeFit(NamedTuple):
     high: float
 
 
-def _positive_vector(values, what: str) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or isinstance(values, numbers.Number):
-        raise TypeError(f"{what} must be a sequence of positive numbers, got {type(values).__name__}")
+def _real_array(values, what: str, expected: str) -> np.ndarray:
+    """``values`` as a NumPy array of real numbers (ints or floats, not bools): ``TypeError`` naming ``what`` and
+    saying it expected ``expected`` otherwise."""
+    if values is None or isinstance(values, (str, bytes)) or isinstance(values, numbers.Number):
+        raise TypeError(f"{what} must be {expected}, got {type(values).__name__}")
     try:
         arr = np.asarray(values)
     except Exception as exc:  # ragged input
-        raise TypeError(f"{what} must be a sequence of positive numbers") from exc
+        raise TypeError(f"{what} must be {expected}") from exc
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise TypeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def _positive_vector(values, what: str) -> np.ndarray:
+    arr = _real_array(values, what, "a sequence of positive numbers")
     if arr.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, got shape {arr.shape}")
     arr = arr.astype(float)
@@ -77,14 +84,7 @@ def loglog_slope(x, y) -> SlopeFit:
 
 def _sample_matrix(values, what: str) -> np.ndarray:
     """``values`` as a float matrix (n, d): a vector is one column; finite real numbers only."""
-    if values is None or isinstance(values, (str, bytes)) or isinstance(values, numbers.Number):
-        raise TypeError(f"{what} must be an array of samples (n,) or (n, d), got {type(values).__name__}")
-    try:
-        arr = np.asarray(values)
-    except Exception as exc:  # ragged input
-        raise TypeError(f"{what} must be an array of samples (n,) or (n, d)") from exc
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    arr = _real_array(values, what, "an array of samples (n,) or (n, d)")
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[1] == 0:
@@ -177,14 +177,7 @@ def conditional_mi(
 
 
 def _real_vector(values, what: str) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or isinstance(values, numbers.Number):
-        raise TypeError(f"{what} must be a sequence of real numbers, got {type(values).__name__}")
-    try:
-        arr = np.asarray(values)
-    except Exception as exc:  # ragged input
-        raise TypeError(f"{what} must be a sequence of real numbers") from exc
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    arr = _real_array(values, what, "a sequence of real numbers")
     if arr.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, got shape {arr.shape}")
     arr = arr.astype(float)
