@@ -1544,7 +1544,7 @@ FIT_KINDS = {  # the training arguments fit_sae and fit_temporal_sae share
 E(
     P + "sae.fit_sae",
     lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=_xs(), steps=2, batch_size=8, progress=False)),
-    {"sae": OBJ, "x": XS, **FIT_KINDS},
+    {"sae": OBJ, "x": XS, **FIT_KINDS, "eval_fn": Given([3, "x"]), "eval_every": Int(low=1, none_ok=True)},
     extra=[
         X(
             "x with the wrong width",

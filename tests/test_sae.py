@@ -664,6 +664,28 @@ def test_fit_sae_trains_a_grouped_sae():
     assert hist["loss"].iloc[-5:].mean() < hist["loss"].iloc[:5].mean()
 
 
+def test_fit_sae_evaluates_over_training():
+    """eval_fn runs every eval_every steps and at the end, in eval mode without gradients; its values join the
+    history (the loca_sae chapter follows absorption and splitting over training this way)."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    seen = []
+
+    def probe(m):
+        seen.append((m.training, torch.is_grad_enabled()))
+        return {"l0": float((m.encode(x) > 0).float().sum(1).mean())}
+
+    hist = fit_sae(
+        TopKSAE(8, 16, k=3), x, steps=25, batch_size=32, lr=1e-2, progress=False, eval_fn=probe, eval_every=10
+    )
+    evaluated = hist.dropna(subset=["l0"])
+    assert evaluated["step"].tolist() == [10, 20, 25]
+    assert evaluated["l0"].tolist() == pytest.approx([3.0, 3.0, 3.0])
+    assert seen == [(False, False)] * 3
+    with pytest.raises(TypeError, match="eval_fn"):
+        fit_sae(TopKSAE(8, 16, k=3), x, steps=2, progress=False, eval_fn=3)
+
+
 # --------------------------------------------------------------------------------------------- LocA-SAE: ISTA / FISTA
 def _lasso_problem(seed=0, n=64, d=16, m=48):
     g = torch.Generator().manual_seed(seed)
@@ -810,40 +832,3 @@ def test_absorption_and_splitting_on_constructed_codes():
 def test_loca_bad_input(make, err, match):
     with pytest.raises(err, match=match):
         make()
-
-
-# --------------------------------------------------------------------------------------------- LocA-SAE: paper path
-def test_loca_paper_path_on_a_tiny_gpt_neox(tmp_path):
-    """The loca_sae chapter's `paper`-scale path on a tiny random GPT-NeoX saved locally: load_pretrained,
-    residual_activations, L2-normalised tokens, a TopK SAE, angular-variance groups, a grouped SAE and ISTA."""
-    transformers = pytest.importorskip("transformers")
-    from iclr26.hf import load_pretrained, residual_activations
-
-    cfg = transformers.GPTNeoXConfig(
-        num_hidden_layers=2,
-        hidden_size=16,
-        num_attention_heads=2,
-        intermediate_size=32,
-        vocab_size=50,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
-    model = load_pretrained(tmp_path, "causal_lm").eval()
-    ids = torch.randint(0, 50, (4, 12), generator=torch.Generator().manual_seed(0))
-    acts = residual_activations(model, ids, layer=1, batch_size=2).reshape(-1, 16)
-    x = torch.nn.functional.normalize(acts, dim=-1)  # the official recipe: each token L2-normalised
-    sae = TopKSAE(16, 32, k=4)
-    fit_sae(sae, x, steps=20, batch_size=16, lr=1e-2, progress=False)
-    with torch.no_grad():
-        z = sae.encode(x)
-    av = angular_variance(x, z)
-    order = np.argsort(-av, kind="stable")
-    loca = GroupedTopKSAE.from_topk(sae, np.array_split(order, 4), [2, 1, 1, 1], usage_weight=1e-3)
-    fit_sae(loca, x, steps=10, batch_size=16, lr=5e-3, progress=False)
-    assert loca(x)[0].shape == x.shape and float(loca.group_l0(loca.encode(x)).sum()) <= 5
-    target = x - sae.b_dec.detach()
-    lam = calibrate_lambda(target, sae.dictionary.detach(), target_density=4 / 32, steps=20).lam
-    z_semi = ista(target, sae.dictionary.detach(), lam, 30, z0=z)
-    d = sae.dictionary.detach()
-    assert bool((lasso_objective(target, d, z_semi, lam) <= lasso_objective(target, d, z, lam) + 1e-6).all())

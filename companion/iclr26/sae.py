@@ -696,6 +696,8 @@ def _train_on_samples(
     progress: bool,
     desc: str,
     min_lr_ratio: float = 0.0,
+    eval_fn=None,
+    eval_every: int | None = None,
 ):
     """The shared recipe: minibatches drawn from ``x`` along its first axis, AdamW (betas 0.9, 0.95),
     warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
@@ -727,6 +729,8 @@ def _train_on_samples(
         progress=progress,
         desc=desc,
         min_lr_ratio=min_lr_ratio,
+        eval_fn=eval_fn,
+        eval_every=eval_every,
     )
 
 
@@ -743,10 +747,14 @@ def fit_sae(
     seed: int | np.random.Generator = 0,
     progress: bool = True,
     desc: str = "SAE",
+    eval_fn=None,
+    eval_every: int | None = None,
 ):
     """Train a :class:`ReLUSAE`, :class:`TopKSAE` or :class:`GroupedTopKSAE` on tokens ``x`` (``(n, d_in)``; more
     axes are flattened) with AdamW (betas 0.9, 0.95), a warmup-cosine schedule and gradient clipping; returns the
-    history."""
+    history. ``eval_fn(sae) -> {"name": value}`` runs every ``eval_every`` steps and at the end, in eval mode under
+    ``torch.no_grad()``, and its values join the history's rows (e.g. pathology metrics over training, as
+    :func:`iclr26.train.fit` does)."""
     if not isinstance(sae, _DictionarySAE):
         raise TypeError(f"sae must be a ReLUSAE or TopKSAE, got {type(sae).__name__}")
     x = _as_tensor(x, "x", last=sae.d_in, dtype=next(sae.parameters()).dtype).reshape(-1, sae.d_in)
@@ -763,6 +771,8 @@ def fit_sae(
         seed=seed,
         progress=progress,
         desc=desc,
+        eval_fn=eval_fn,
+        eval_every=eval_every,
     )
 
 
