@@ -1446,22 +1446,22 @@ def _xs(n=16, d=4):
 
 
 E(
-    P + "sae.ReLUSAE",
+    P + "sae.dictionary.ReLUSAE",
     lambda: (sae.ReLUSAE, dict(d_in=4, width=6, l1=0.01)),
     {"d_in": INT_POS, "width": INT_POS, "l1": NONNEG, "decoder_norm": CHOICE},
 )
-E(P + "sae.ReLUSAE.encode", lambda: (sae.ReLUSAE(4, 6).encode, dict(x=_xs())), {"x": HOT})
-E(P + "sae.ReLUSAE.penalty", lambda: (sae.ReLUSAE(4, 6).penalty, dict(z=randn(16, 6).relu())), {"z": HOT})
+E(P + "sae.dictionary.ReLUSAE.encode", lambda: (sae.ReLUSAE(4, 6).encode, dict(x=_xs())), {"x": HOT})
+E(P + "sae.dictionary.ReLUSAE.penalty", lambda: (sae.ReLUSAE(4, 6).penalty, dict(z=randn(16, 6).relu())), {"z": HOT})
 E(
-    P + "sae.TopKSAE",
+    P + "sae.dictionary.TopKSAE",
     lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=2)),
     {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "decoder_norm": CHOICE, "fast": BOOL},
     extra=[X("k > width", lambda: (sae.TopKSAE, dict(d_in=4, width=6, k=7)), "bad", "k")],
 )
 for m in ("encode", "sparse_forward", "forward", "loss"):
-    E(P + f"sae.TopKSAE.{m}", lambda m=m: (getattr(sae.TopKSAE(4, 6, 2), m), dict(x=_xs())), {"x": HOT})
+    E(P + f"sae.dictionary.TopKSAE.{m}", lambda m=m: (getattr(sae.TopKSAE(4, 6, 2), m), dict(x=_xs())), {"x": HOT})
 E(
-    P + "sae.GroupedTopKSAE",
+    P + "sae.loca.GroupedTopKSAE",
     lambda: (sae.GroupedTopKSAE, dict(d_in=4, group_sizes=(4, 4), group_ks=(1, 2))),
     {
         "d_in": INT_POS,
@@ -1473,7 +1473,7 @@ E(
 )
 for m in ("encode", "group_l0", "loss"):
     E(
-        P + f"sae.GroupedTopKSAE.{m}",
+        P + f"sae.loca.GroupedTopKSAE.{m}",
         lambda m=m: (
             getattr(sae.GroupedTopKSAE(4, (4, 4), (1, 2)), m),
             dict(x=_xs()) if m != "group_l0" else dict(z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(_xs())),
@@ -1481,7 +1481,7 @@ for m in ("encode", "group_l0", "loss"):
         {"x": HOT} if m != "group_l0" else {"z": XS},
     )
 E(
-    P + "sae.GroupedTopKSAE.usage_penalty",
+    P + "sae.loca.GroupedTopKSAE.usage_penalty",
     lambda: (
         sae.GroupedTopKSAE(4, (4, 4), (1, 2)).usage_penalty,
         dict(z=sae.GroupedTopKSAE(4, (4, 4), (1, 2)).encode(_xs())),
@@ -1489,11 +1489,11 @@ E(
     {"z": HOT},
 )
 E(
-    P + "sae.CodeAttention",
+    P + "sae.temporal.CodeAttention",
     lambda: (sae.CodeAttention, dict(width=8, n_heads=2)),
     {"width": INT_POS, "n_heads": INT_POS, "bottleneck_factor": INT_POS},
 )
-INNER(P + "sae.CodeAttention.forward")
+INNER(P + "sae.temporal.CodeAttention.forward")
 
 
 def _tfa():
@@ -1502,7 +1502,7 @@ def _tfa():
 
 
 E(
-    P + "sae.TemporalSAE",
+    P + "sae.temporal.TemporalSAE",
     lambda: (sae.TemporalSAE, dict(d_in=4, width=8, k=2, n_heads=2)),
     {
         "d_in": INT_POS,
@@ -1517,17 +1517,17 @@ E(
     },
 )
 E(
-    P + "sae.TemporalSAE.forward",
+    P + "sae.temporal.TemporalSAE.forward",
     lambda: (_tfa().forward, dict(x=randn(2, 5, 4))),
     {"x": Floats(ranks=(3,), nan_ok=True), "return_pattern": BOOL, "k": Int(low=1, none_ok=True)},
 )
 E(
-    P + "sae.TemporalSAE.loss",
+    P + "sae.temporal.TemporalSAE.loss",
     lambda: (_tfa().loss, dict(x=randn(2, 5, 4))),
     {"x": Floats(ranks=(3,), nan_ok=True), "gamma": NONNEG},
 )
-INNER(P + "sae.TemporalSAE.context_codes")
-INNER(P + "sae.TemporalSAE.predict_codes")
+INNER(P + "sae.temporal.TemporalSAE.context_codes")
+INNER(P + "sae.temporal.TemporalSAE.predict_codes")
 
 
 FIT_KINDS = {  # the training arguments fit_sae and fit_temporal_sae share
@@ -1542,7 +1542,7 @@ FIT_KINDS = {  # the training arguments fit_sae and fit_temporal_sae share
     "desc": STR,
 }
 E(
-    P + "sae.fit_sae",
+    P + "sae.training.fit_sae",
     lambda: (sae.fit_sae, dict(sae=sae.TopKSAE(4, 6, 2), x=_xs(), steps=2, batch_size=8, progress=False)),
     {"sae": OBJ, "x": XS, **FIT_KINDS, "eval_fn": Given([3, "x"]), "eval_every": Int(low=1, none_ok=True)},
     extra=[
@@ -1555,69 +1555,69 @@ E(
     ],
 )
 E(
-    P + "sae.fit_temporal_sae",
+    P + "sae.training.fit_temporal_sae",
     lambda: (sae.fit_temporal_sae, dict(tfa=_tfa(), x=randn(4, 5, 4), steps=2, batch_size=2, progress=False)),
     {"tfa": OBJ, "x": Floats(ranks=(3,)), **FIT_KINDS, "gamma": NONNEG, "min_lr_ratio": PROB},
 )
 E(
-    P + "sae.scaling_factor",
+    P + "sae.training.scaling_factor",
     lambda: (sae.scaling_factor, dict(x=_xs())),
     {"x": Floats(ranks=(1, 2, 3)), "convention": CHOICE},
 )
 for n in ("fvu", "variance_explained", "nmse"):
     E(
-        P + f"sae.{n}",
+        P + f"sae.metrics.{n}",
         lambda n=n: (getattr(sae, n), dict(x=_xs(), x_hat=_xs() * 0.9)),
         {"x": Floats(f64="ok"), "x_hat": Floats(f64="ok")},
     )
 Z = Floats(ranks=(1, 2, 3), int_ok=True, f64="ok")
 for n in ("l0", "dead_fraction", "firing_rates"):
-    E(P + f"sae.{n}", lambda n=n: (getattr(sae, n), dict(z=_xs().relu())), {"z": Z, "threshold": NONNEG})
+    E(P + f"sae.metrics.{n}", lambda n=n: (getattr(sae, n), dict(z=_xs().relu())), {"z": Z, "threshold": NONNEG})
 E(
-    P + "sae.dense_fraction",
+    P + "sae.metrics.dense_fraction",
     lambda: (sae.dense_fraction, dict(z=_xs().relu())),
     {"z": Z, "frequency": PROB, "threshold": NONNEG},
 )
-DATA(P + "sae.DictionaryRecovery", P + "sae.LambdaCalibration")
+DATA(P + "sae.metrics.DictionaryRecovery", P + "sae.inference.LambdaCalibration")
 E(
-    P + "sae.dictionary_recovery",
+    P + "sae.metrics.dictionary_recovery",
     lambda: (sae.dictionary_recovery, dict(learned=randn(6, 4), true=randn(5, 4))),
     {"learned": Floats(ranks=(2,), f64="ok"), "true": Floats(ranks=(2,), f64="ok"), "threshold": Real(0.0, 1.0)},
 )
 E(
-    P + "sae.cosine_gram",
+    P + "sae.metrics.cosine_gram",
     lambda: (sae.cosine_gram, dict(z=randn(6, 4))),
     {"z": Floats(ranks=(2,), f64="ok"), "centre": BOOL},
 )
 E(
-    P + "sae.step_change",
+    P + "sae.metrics.step_change",
     lambda: (sae.step_change, dict(z=randn(2, 6, 4))),
     {"z": Floats(ranks=(3,), f64="ok"), "centre": BOOL},
 )
 E(
-    P + "sae.block_contrast",
+    P + "sae.metrics.block_contrast",
     lambda: (sae.block_contrast, dict(gram=sae.cosine_gram(randn(6, 4)), segments=np.array([0, 0, 0, 1, 1, 1]))),
     {"gram": Floats(ranks=(2,), f64="ok"), "segments": Given([None, "x", np.array([0, 1]), np.zeros(6)])},
 )
 E(
-    P + "sae.part_variance_explained",
+    P + "sae.metrics.part_variance_explained",
     lambda: (sae.part_variance_explained, dict(part=_xs(), target=_xs() * 2)),
     {"part": Floats(f64="ok"), "target": Floats(f64="ok")},
 )
 D = Floats(ranks=(2,), f64="ok")
 E(
-    P + "sae.spectral_norm_sq",
+    P + "sae.inference.spectral_norm_sq",
     lambda: (sae.spectral_norm_sq, dict(dictionary=randn(6, 4), iters=10)),
     {"dictionary": D, "iters": INT_POS, "seed": SEED},
 )
 E(
-    P + "sae.lasso_objective",
+    P + "sae.inference.lasso_objective",
     lambda: (sae.lasso_objective, dict(x=randn(3, 4), dictionary=randn(6, 4), z=randn(3, 6).relu(), lam=0.1)),
     {"x": D, "dictionary": D, "z": D, "lam": NONNEG},
 )
 for n in ("ista", "fista"):
     E(
-        P + f"sae.{n}",
+        P + f"sae.inference.{n}",
         lambda n=n: (getattr(sae, n), dict(x=randn(3, 4), dictionary=randn(6, 4), lam=0.1, steps=5)),
         {
             "x": D,
@@ -1628,7 +1628,7 @@ for n in ("ista", "fista"):
         },
     )
 E(
-    P + "sae.calibrate_lambda",
+    P + "sae.inference.calibrate_lambda",
     lambda: (sae.calibrate_lambda, dict(x=randn(3, 4), dictionary=randn(6, 4), target_density=0.3, steps=5)),
     {
         "x": D,
@@ -1640,7 +1640,7 @@ E(
     },
 )
 E(
-    P + "sae.angular_variance",
+    P + "sae.metrics.angular_variance",
     lambda: (sae.angular_variance, dict(x=_xs(), z=_xs(16, 6).relu())),
     {"x": D, "z": D, "dead_value": Given(["x", None, INF], [NAN, 0.5])},
 )
@@ -1652,21 +1652,21 @@ def _lab():
 
 
 E(
-    P + "sae.feature_latent_corr",
+    P + "sae.metrics.feature_latent_corr",
     lambda: (sae.feature_latent_corr, dict(z=_xs(16, 6).relu(), labels=_lab())),
     {"z": Z, "labels": LAB},
 )
 E(
-    P + "sae.absorption",
+    P + "sae.metrics.absorption",
     lambda: (sae.absorption, dict(z=_xs(16, 6).relu(), labels=_lab(), n_aux=2)),
     {"z": Z, "labels": LAB, "n_aux": INT_POS},
 )
 E(
-    P + "sae.k_sparse_probe_f1",
+    P + "sae.metrics.k_sparse_probe_f1",
     lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
     {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])},
 )
-E(P + "sae.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
+E(P + "sae.metrics.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
 
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")

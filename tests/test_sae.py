@@ -168,7 +168,7 @@ def test_topk_fast_path_with_fewer_positive_than_k():
 
 @pytest.mark.parametrize("n, width, k", [(64, 4096, 32), (50, 256, 4), (33, 1000, 3), (20, 96, 1), (9, 64, 64)])
 def test_topk_select_is_exact(n, width, k):
-    from iclr26.sae import _group_size, _topk_select
+    from iclr26.sae.kernel import _group_size, _topk_select
 
     torch.manual_seed(0)
     for pre in (torch.randn(n, width), torch.randint(0, 4, (n, width)).float()):  # distinct values, many ties
@@ -184,7 +184,7 @@ def test_topk_select_is_exact(n, width, k):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_topk_fast_path_grouped_and_chunked(dtype, monkeypatch):
     """Wide enough for the grouped top-k, and pre-activations computed a few (uneven) token blocks at a time."""
-    import iclr26.sae as sae_mod
+    import iclr26.sae.kernel as sae_mod
 
     monkeypatch.setattr(sae_mod, "_CHUNK_ELEMENTS", 256 * 7)  # blocks of 7 tokens
     tol = _TOL[dtype]
@@ -203,7 +203,7 @@ def test_topk_fast_path_grouped_and_chunked(dtype, monkeypatch):
 
 def test_topk_sparse_code_gradcheck():
     """The custom backward against finite differences, through all three outputs (recon, vals; idx is an index)."""
-    from iclr26.sae import _TopKSparseCode
+    from iclr26.sae.kernel import _TopKSparseCode
 
     torch.manual_seed(0)
     xc = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
