@@ -1666,7 +1666,11 @@ E(
     lambda: (sae.k_sparse_probe_f1, dict(z=_xs(16, 6).relu(), labels=_lab(), ks=(1,))),
     {"z": Z, "labels": LAB, "ks": Given([None, 3, (), (0,), (99,), (1.5,)])},
 )
-E(P + "sae.metrics.splitting", lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())), {"z": Z, "labels": LAB})
+E(
+    P + "sae.metrics.splitting",
+    lambda: (sae.splitting, dict(z=_xs(16, 6).relu(), labels=_lab())),
+    {"z": Z, "labels": LAB},
+)
 
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")
