@@ -294,3 +294,35 @@ def test_robustness_compares_the_hash_seed_twin(tmp_path):
     page = write_page([run], tmp_path / "r.md", hashing=hashing).read_text()
     assert "1 of 3 chapters glue identical values" in page
     assert "- `beta`: differs in a, b, c" in page and "- `gamma`: did not run to the end" in page
+
+
+def test_calibrate_tables_every_check_per_seed_and_reuses_kept_runs(tmp_path, monkeypatch, capsys):
+    from tools import calibrate
+
+    def claim(name, kind, value, passed, bound=0.5):
+        return {"name": name, "kind": kind, "value": value, "passed": passed, "bound": bound}
+
+    def fake_run(notebook, scale, seed):
+        run = _run("demo", scale, [], claims=[claim("c", "claim", 0.1 * seed, seed < 3), claim("r", "report", 1, True)])
+        run["seed"] = seed
+        return run
+
+    rows = calibrate.table([fake_run(None, "ci", s) for s in (2, 1, 3)])
+    assert rows[0] == {
+        "name": "c",
+        "kind": "claim",
+        "bound": 0.5,
+        "values": {1: 0.1, 2: 0.2, 3: 0.30000000000000004},
+        "passed": 2,
+    }
+    assert "passed" not in rows[1]  # a report is shown, not passed or failed
+    nb = tmp_path / "demo.ipynb"
+    nb.write_text("{}")
+    calls = []
+    monkeypatch.setattr(calibrate, "run_chapter", lambda n, sc, s: calls.append(s) or fake_run(n, sc, s))
+    assert calibrate.main([str(nb), "--seeds", "1", "2", "--out", str(tmp_path / "cal")]) == 0
+    assert calibrate.main([str(nb), "--seeds", "1", "2", "3", "--out", str(tmp_path / "cal")]) == 0
+    assert calls == [1, 2, 3]  # the second call ran only the seed it lacked
+    assert "| c | claim | 0.5 | 0.1 | 0.2 | 0.3 | 2/3 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path / "missing.ipynb")])
