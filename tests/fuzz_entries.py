@@ -35,9 +35,9 @@ from fuzz_cases import (
 )
 from torch import nn
 
-from iclr26 import checks, hf, hooks, metrics, optim, plot, runtime, sae, sweep, topology, train
 from iclr26 import counterfactuals as cf
 from iclr26 import diffusion as dif
+from iclr26 import hf, hooks, metrics, optim, plot, runtime, sae, sweep, topology, train, validate
 from iclr26.book import claims, verdicts
 from iclr26.data import images, languages, markov, planted, scenes, tabular, text
 from iclr26.models import dit, ensemble, mlp, sampling
@@ -69,71 +69,71 @@ TOK16_OR_EMPTY = Tokens(16, empty_ok=True)
 
 # ------------------------------------------------------------------------------------------------ checks
 E(
-    P + "checks.check_int",
-    lambda: (checks.check_int, dict(value=3, name="n", low=0, high=5)),
+    P + "validate.as_int",
+    lambda: (validate.as_int, dict(value=3, name="n", low=0, high=5)),
     {"value": Int(0, 5), "low": Given([NAN, "x"], [None, np.int64(0)]), "high": Given([NAN, "x"], [None])},
     say={"value": "n"},
 )
 E(
-    P + "checks.check_float",
-    lambda: (checks.check_float, dict(value=0.5, name="lr", low=0.0, high=1.0)),
+    P + "validate.as_float",
+    lambda: (validate.as_float, dict(value=0.5, name="lr", low=0.0, high=1.0)),
     {"value": Real(0.0, 1.0), "low": Given([NAN, "x"], [None]), "high": Given([NAN, "x"], [None])},
     say={"value": "lr"},
 )
-E(P + "checks.check_prob", lambda: (checks.check_prob, dict(value=0.5, name="p")), {"value": PROB}, say={"value": "p"})
+E(P + "validate.as_prob", lambda: (validate.as_prob, dict(value=0.5, name="p")), {"value": PROB}, say={"value": "p"})
 E(
-    P + "checks.check_bool",
-    lambda: (checks.check_bool, dict(value=True, name="flag")),
+    P + "validate.as_bool",
+    lambda: (validate.as_bool, dict(value=True, name="flag")),
     {"value": BOOL},
     say={"value": "flag"},
 )
 E(
-    P + "checks.check_choice",
-    lambda: (checks.check_choice, dict(value="a", name="mode", choices=("a", "b"))),
+    P + "validate.one_of",
+    lambda: (validate.one_of, dict(value="a", name="mode", choices=("a", "b"))),
     {"value": CHOICE, "choices": Given([None, 3])},
     say={"value": "mode", "choices": "choices"},
     extra=[
         X(
             "True standing for 1",
-            lambda: (checks.check_choice, dict(value=1, name="amp", choices=(True, False))),
+            lambda: (validate.one_of, dict(value=1, name="amp", choices=(True, False))),
             "bad",
             "amp",
         ),
         X(
             "0 standing for False",
-            lambda: (checks.check_choice, dict(value=0, name="amp", choices=("a", False))),
+            lambda: (validate.one_of, dict(value=0, name="amp", choices=("a", False))),
             "bad",
             "amp",
         ),
     ],
 )
-E(P + "checks.check_device", lambda: (checks.check_device, dict(device="cpu", name="device")), {"device": DEVICE})
+E(P + "validate.as_device", lambda: (validate.as_device, dict(device="cpu", name="device")), {"device": DEVICE})
 E(
-    P + "checks.check_module",
-    lambda: (checks.check_module, dict(value=nn.Linear(2, 2), name="model")),
+    P + "validate.as_module",
+    lambda: (validate.as_module, dict(value=nn.Linear(2, 2), name="model")),
     {"value": OBJ},
     say={"value": "model"},
 )
 E(
-    P + "checks.token_tensor",
-    lambda: (checks.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4, ndim=2)),
+    P + "validate.token_tensor",
+    lambda: (validate.token_tensor, dict(x=torch.tensor([[1, 2]]), name="ids", vocab=4, ndim=2)),
     {"x": Tokens(4, ranks=(2,))},
     say={"x": "ids"},
 )
 E(
-    P + "checks.float_tensor",
-    lambda: (checks.float_tensor, dict(x=randn(3, 2), name="x", ndim=2, last=2)),
+    P + "validate.float_tensor",
+    lambda: (validate.float_tensor, dict(x=randn(3, 2), name="x", ndim=2, last=2)),
     {"x": Floats(ranks=(2,), f64="ok")},
 )
 E(
-    P + "checks.json_value",
-    lambda: (checks.json_value, dict(value={"a": [1, 2.5]}, name="value")),
+    P + "validate.json_value",
+    lambda: (validate.json_value, dict(value={"a": [1, 2.5]}, name="value")),
     {"value": Given([object(), {1, 2}])},
 )
-E(P + "checks.as_generator", lambda: (checks.as_generator, dict(seed=0, name="seed")), {"seed": SEED})
+E(P + "validate.as_generator", lambda: (validate.as_generator, dict(seed=0, name="seed")), {"seed": SEED})
 E(
-    P + "checks.torch_generator",
-    lambda: (checks.torch_generator, dict(seed=0, device="cpu", name="seed")),
+    P + "validate.torch_generator",
+    lambda: (validate.torch_generator, dict(seed=0, device="cpu", name="seed")),
     {"seed": SEED, "device": DEVICE},
 )
 

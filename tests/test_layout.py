@@ -2,7 +2,7 @@
 
 Layers, bottom to top:
 
-1. the core (flat modules: runtime, train, claims, plot, cli, checks, metrics, sweep, optim, launch): no chapter
+1. the core (flat modules: runtime, train, claims, plot, cli, validate, metrics, sweep, optim, launch): no chapter
    concept;
 2. ``hooks``: named hook points, used by every model;
 3. ``models/``, ``data/`` and ``hf``: what chapters train, run on and load;
@@ -42,7 +42,7 @@ CORE = {
     "runtime",
     "train",
     "plot",
-    "checks",
+    "validate",
     "metrics",
     "sweep",
     "optim",
@@ -120,7 +120,7 @@ def test_the_layer_check_can_fail(tmp_path):
     assert _imports(init, "iclr26.data") == {"iclr26.sae", "iclr26.data.scenes"}
     assert _upward("iclr26.data", _imports(init, "iclr26.data")) == ["iclr26.sae"]
     good = tmp_path / "sae_part.py"  # iclr26/sae/part.py importing down and sideways is fine
-    good.write_text("from ..checks import check_int\nfrom .kernel import topk\n")
+    good.write_text("from ..validate import as_int\nfrom .kernel import topk\n")
     assert _upward("iclr26.sae.part", _imports(good, "iclr26.sae.part")) == []
 
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 
-from iclr26.checks import check_int
 from iclr26.models import TinyTransformer, TransformerConfig
+from iclr26.validate import as_int
 from tools.common import machine_info, write_result
 
 CONFIG = {
@@ -60,8 +60,8 @@ def attention_speed(steps: int = 4, warmup: int = 1, shape: Mapping[str, int] | 
     tiny one). Returns ``{"tokens_per_s": {"fast": ..., "explicit": ...}, "speedup": ..., "max_abs_diff": {"loss":
     ..., "grad": ...}, "config": {...}, "machine": {...}}``.
     """
-    steps = check_int(steps, "steps", low=1)
-    warmup = check_int(warmup, "warmup", low=0)
+    steps = as_int(steps, "steps", low=1)
+    warmup = as_int(warmup, "warmup", low=0)
     if shape is None:
         shape = {}
     if not isinstance(shape, Mapping):
@@ -69,7 +69,7 @@ def attention_speed(steps: int = 4, warmup: int = 1, shape: Mapping[str, int] | 
     unknown = sorted(set(shape) - set(SHAPE_KEYS))
     if unknown:
         raise ValueError(f"shape: unknown key(s) {unknown}; allowed are {SHAPE_KEYS}")
-    c = {**CONFIG, **{k: check_int(v, f"shape[{k!r}]", low=1) for k, v in shape.items()}}
+    c = {**CONFIG, **{k: as_int(v, f"shape[{k!r}]", low=1) for k, v in shape.items()}}
     threads_before = torch.get_num_threads()
     torch.set_num_threads(c["threads"])
     try:

@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from iclr26.checks import check_int
 from iclr26.data import load_prose, pack_tokens
 from iclr26.hf import load_small_lm, residual_activations
+from iclr26.validate import as_int
 from tools.common import machine_info, write_result
 
 CONFIG = {
@@ -71,10 +71,10 @@ def lm_speed(
     {"residual", "plain"}, "speedup", "gflop_per_token", "gflops": {"residual", "matmul", "matmul_best"},
     "fraction_of_matmul", "flop_ratio", "max_abs_diff", "load_seconds", "model", "config", "machine"}``;
     ``fraction_of_matmul`` compares ``residual`` with the median of the interleaved matmul measurements."""
-    n_tokens = check_int(n_tokens, "n_tokens", low=1)
-    window = check_int(window, "window", low=1)
-    batch = check_int(batch, "batch", low=1)
-    layer = check_int(layer, "layer", low=1)
+    n_tokens = as_int(n_tokens, "n_tokens", low=1)
+    window = as_int(window, "window", low=1)
+    batch = as_int(batch, "batch", low=1)
+    layer = as_int(layer, "layer", low=1)
     if n_tokens % (window * batch):
         raise ValueError(f"n_tokens must be a multiple of window × batch = {window * batch}, got {n_tokens}")
     c = {**CONFIG, "n_tokens": n_tokens, "window": window, "batch": batch, "layer": layer}

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_int
 from iclr26.sae import TopKSAE
+from iclr26.validate import as_int
 from tools.common import machine_info, write_result
 
 CONFIG = {
@@ -88,8 +88,8 @@ def sae_speed(steps: int = 50, warmup: int = 5) -> dict:
     Returns ``{"tokens_per_s": {...}, "ratio_fast_over_dense": ..., "config": {...}}`` plus ``final_loss`` (per
     variant: ``fast`` and ``dense`` follow the same trajectory up to rounding) and ``machine``.
     """
-    steps = check_int(steps, "steps", low=1)
-    warmup = check_int(warmup, "warmup", low=0)
+    steps = as_int(steps, "steps", low=1)
+    warmup = as_int(warmup, "warmup", low=0)
     c = CONFIG
     threads_before = torch.get_num_threads()
     torch.set_num_threads(c["threads"])

@@ -1,11 +1,11 @@
 """iclr26 — the companion package of the executable book *ICLR 2026, Reproduced*.
 
 The core: ``runtime`` (``setup``: style, device, seed, threads, the scale table), the ``train`` package (the ``fit``
-loop), ``checks`` (argument checks), ``optim``, ``sweep``, ``metrics``, ``plot``; beside it the ``book`` package, the
-book's machinery (claims, controls, sanity checks, reports, verdicts, glue, the manifest, ``python -m iclr26 list |
-run`` and the launcher). Above the core: ``hooks``, the subpackages ``models`` and ``data``, ``hf`` (real models
-through transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals``, ``topology``. The companion's
-README maps which module holds what.
+loop), ``validate`` (argument validation), ``optim``, ``sweep``, ``metrics``, ``plot``; beside it the ``book`` package,
+the book's machinery (claims, controls, sanity checks, reports, verdicts, glue, the manifest, ``python -m iclr26 list |
+run`` and the launcher). Above the core: ``hooks``, the subpackages ``models`` and ``data``, ``hf`` (real models through
+transformers), and the methods ``sae``, ``diffusion``, ``counterfactuals``, ``topology``. The companion's README maps
+which module holds what.
 """
 
 # Names load on first use (PEP 562), so `import iclr26` and `python -m iclr26 list` do not import torch or matplotlib;

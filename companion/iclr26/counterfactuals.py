@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iclr26.checks import as_generator, check_bool, check_device, check_float, check_int
 from iclr26.runtime import pick_device
+from iclr26.validate import as_bool, as_device, as_float, as_generator, as_int
 
 __all__ = [
     "EDIT_TOL",
@@ -127,7 +127,7 @@ def edit_mask(X, Q, *, tol: float = EDIT_TOL) -> np.ndarray:
     units of the inputs (standardised units in the chapter).
     """
     X, Q = _row_pairs(X, Q, "Q")
-    tol = check_float(tol, "tol", 0.0)
+    tol = as_float(tol, "tol", 0.0)
     return np.abs(Q - X) > tol
 
 
@@ -165,7 +165,7 @@ def torch_logit(model, device="cpu") -> Callable:
     """
     import torch
 
-    dev = check_device(device)
+    dev = as_device(device)
     if isinstance(model, torch.nn.Module):
         return lambda x: model(x).reshape(-1)
     name = type(model).__name__
@@ -251,11 +251,11 @@ def wachter_cf(
 
     X = _as_matrix(X, "X")
     _check_model(model)
-    lam = check_float(lam, "lam", 0.0, low_open=True)
-    lr = check_float(lr, "lr", 0.0, low_open=True)
-    margin = check_float(margin, "margin")
-    max_grad_norm = check_float(max_grad_norm, "max_grad_norm", 0.0, low_open=True)
-    steps, rounds = check_int(steps, "steps", low=1), check_int(rounds, "rounds", low=1)
+    lam = as_float(lam, "lam", 0.0, low_open=True)
+    lr = as_float(lr, "lr", 0.0, low_open=True)
+    margin = as_float(margin, "margin")
+    max_grad_norm = as_float(max_grad_norm, "max_grad_norm", 0.0, low_open=True)
+    steps, rounds = as_int(steps, "steps", low=1), as_int(rounds, "rounds", low=1)
     s = np.ones(X.shape[1]) if scale is None else _numbers(scale, "scale")
     if s.shape != (X.shape[1],) or not np.isfinite(s).all() or (s <= 0).any():
         raise ValueError(f"scale must be {X.shape[1]} positive numbers")
@@ -336,9 +336,9 @@ def growing_spheres_cf(
     X = _as_matrix(X, "X")
     _check_model(model)
     rng = as_generator(seed)
-    n_samples, max_layers = check_int(n_samples, "n_samples", low=1), check_int(max_layers, "max_layers", low=1)
-    step = check_float(step, "step", 0.0, low_open=True)
-    sparsify = check_bool(sparsify, "sparsify")
+    n_samples, max_layers = as_int(n_samples, "n_samples", low=1), as_int(max_layers, "max_layers", low=1)
+    step = as_float(step, "step", 0.0, low_open=True)
+    sparsify = as_bool(sparsify, "sparsify")
     n, d = X.shape
     R, valid = X.copy(), predict_target(model, X)
     todo = np.flatnonzero(~valid)
@@ -383,7 +383,7 @@ def random_subset_cf(model, X, pool, *, seed=0, n_tries: int = 200) -> Counterfa
     pool = _as_matrix(pool, "pool", X.shape[1])
     _check_model(model)
     rng = as_generator(seed)
-    n_tries = check_int(n_tries, "n_tries", low=1)
+    n_tries = as_int(n_tries, "n_tries", low=1)
     donors = pool[predict_target(model, pool)]
     if len(donors) == 0:
         raise ValueError("pool has no row that the model puts in the target class")
@@ -437,8 +437,8 @@ def baseline_shapley(
     if not callable(f):
         raise TypeError(f"f must be callable, got {type(f).__name__}")
     X, B = _row_pairs(X, B, "B")
-    exact_max = check_int(exact_max, "exact_max", 0, 20)
-    n_permutations = check_int(n_permutations, "n_permutations", low=1)
+    exact_max = as_int(exact_max, "exact_max", 0, 20)
+    n_permutations = as_int(n_permutations, "n_permutations", low=1)
     rng = as_generator(seed)
     N, d = X.shape
     if N == 0:
@@ -483,7 +483,7 @@ def exhaustive_min_edits(valid: Callable[[np.ndarray], np.ndarray], X, Q, *, max
     if not callable(valid):
         raise TypeError(f"valid must be callable, got {type(valid).__name__}")
     X, Q = _row_pairs(X, Q, "Q")
-    max_features = check_int(max_features, "max_features", low=1)
+    max_features = as_int(max_features, "max_features", low=1)
     diff = [np.flatnonzero(X[i] != Q[i]) for i in range(len(X))]
     if max((len(c) for c in diff), default=0) > max_features:
         raise ValueError(f"a row differs in more than max_features={max_features} features; too many subsets")

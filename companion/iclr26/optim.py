@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
+from iclr26.validate import as_bool, as_float, as_int, as_module, one_of
 
 __all__ = [
     "OPTIMIZERS",
@@ -109,7 +109,7 @@ MATRIX_OPTIMIZERS = ("muon", "soap", "kron")
 
 # ------------------------------------------------------------------------------------------------ parameters
 def _check_model(model: Any) -> nn.Module:
-    check_module(model)
+    as_module(model)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model has no trainable parameters")
     return model
@@ -165,7 +165,7 @@ def _betas(value: Any, name: str) -> tuple[float, float]:
         raise TypeError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {type(value).__name__}")
     if len(value) != 2:
         raise ValueError(f"{name} must be a pair (beta1, beta2) in [0, 1), got {value!r}")
-    b1, b2 = (check_float(b, f"{name}[{i}]", 0.0, 1.0, high_open=True) for i, b in enumerate(value))
+    b1, b2 = (as_float(b, f"{name}[{i}]", 0.0, 1.0, high_open=True) for i, b in enumerate(value))
     return b1, b2
 
 
@@ -173,25 +173,25 @@ def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
     """Check the hyperparameters of optimizer ``name`` (after the defaults are filled in)."""
     for key in ("lr", "adam_lr", "eps", "adam_eps"):
         if key in hp:
-            hp[key] = check_float(hp[key], key, 0.0, low_open=True)
+            hp[key] = as_float(hp[key], key, 0.0, low_open=True)
     for key in ("weight_decay", "adam_weight_decay", "gamma", "momentum_decay"):
         if key in hp:
-            hp[key] = check_float(hp[key], key, 0.0)
+            hp[key] = as_float(hp[key], key, 0.0)
     for key in ("betas", "adam_betas"):
         if key in hp:
             hp[key] = _betas(hp[key], key)
     if "momentum" in hp:
-        hp["momentum"] = check_float(hp["momentum"], "momentum", 0.0, 1.0, high_open=True)
+        hp["momentum"] = as_float(hp["momentum"], "momentum", 0.0, 1.0, high_open=True)
     for key in ("nesterov", "cautious"):
         if key in hp:
-            hp[key] = check_bool(hp[key], key)
+            hp[key] = as_bool(hp[key], key)
     for key in ("ns_steps", "precondition_frequency"):
         if key in hp:
-            hp[key] = check_int(hp[key], key, low=1)
+            hp[key] = as_int(hp[key], key, low=1)
     if "adjust_lr_fn" in hp:
-        check_choice(hp["adjust_lr_fn"], "adjust_lr_fn", (None, "original", "match_rms_adamw"))
+        one_of(hp["adjust_lr_fn"], "adjust_lr_fn", (None, "original", "match_rms_adamw"))
     if hp.get("pre_conditioner_update_probability") is not None:
-        hp["pre_conditioner_update_probability"] = check_float(
+        hp["pre_conditioner_update_probability"] = as_float(
             hp["pre_conditioner_update_probability"], "pre_conditioner_update_probability", 0.0, 1.0, low_open=True
         )
     return hp
@@ -222,7 +222,7 @@ def make_optimizer(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, one of {OPTIMIZERS}, got {type(name).__name__}")
-    key = check_choice(name.lower(), "name", OPTIMIZERS)
+    key = one_of(name.lower(), "name", OPTIMIZERS)
     _check_model(model)
     unknown = sorted(set(hparams) - set(DEFAULTS[key]))
     if unknown:

@@ -5,7 +5,7 @@ Call :func:`use_style` once at the top of a chapter. Figures then look the same 
 
 from __future__ import annotations
 
-from iclr26.checks import check_float
+from iclr26.validate import as_float
 
 __all__ = ["use_style", "PALETTE", "savefig"]
 
@@ -19,7 +19,7 @@ def use_style(context: str = "notebook", font_scale: float = 1.0) -> None:
 
     if context not in ("paper", "notebook", "talk", "poster"):
         raise ValueError(f"context must be one of 'paper', 'notebook', 'talk', 'poster', got {context!r}")
-    font_scale = check_float(font_scale, "font_scale", 0.0, low_open=True)
+    font_scale = as_float(font_scale, "font_scale", 0.0, low_open=True)
     sns.set_theme(context=context, style="whitegrid", palette=PALETTE, font_scale=font_scale)
     mpl.rcParams.update(
         {

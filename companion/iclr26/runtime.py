@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from iclr26.checks import check_bool, check_choice, check_device, check_int
 from iclr26.plot import use_style
+from iclr26.validate import as_bool, as_device, as_int, one_of
 
 SCALES = ("ci", "book", "paper")
 
@@ -60,7 +60,7 @@ def pick_device(device: str = "auto"):
         if mps is not None and mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    dev = check_device(device)
+    dev = as_device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={str(dev)!r} asked for CUDA, but no CUDA device is available")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
@@ -76,8 +76,8 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
     """
     import torch
 
-    seed = check_int(seed, "seed", 0, 2**32 - 1)
-    deterministic = check_bool(deterministic, "deterministic")
+    seed = as_int(seed, "seed", 0, 2**32 - 1)
+    deterministic = as_bool(deterministic, "deterministic")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -134,7 +134,7 @@ def select_scale(table: Mapping[str, Mapping[str, Any]], scale: str) -> Config:
     _check_table(table)
     if not isinstance(scale, str):
         raise TypeError(f"scale must be a string, one of {SCALES}, got {type(scale).__name__}")
-    return Config(table[check_choice(scale, "scale", SCALES)])
+    return Config(table[one_of(scale, "scale", SCALES)])
 
 
 def scale_table(table: Mapping[str, Mapping[str, Any]], scale: str | None = None):
@@ -143,7 +143,7 @@ def scale_table(table: Mapping[str, Mapping[str, Any]], scale: str | None = None
 
     _check_table(table)
     if scale is not None:
-        check_choice(scale, "scale", SCALES)
+        one_of(scale, "scale", SCALES)
     frame = pd.DataFrame({s: {k: str(v) for k, v in table[s].items()} for s in SCALES})
     frame.index.name = "knob"
     if scale is not None:
@@ -197,11 +197,11 @@ def setup(
     """
     _check_table(scales, "scales")
     cfg = select_scale(scales, scale)
-    style = check_bool(style, "style")
-    show = check_bool(show, "show")
+    style = as_bool(style, "style")
+    show = as_bool(show, "show")
     if threads is not None:
-        threads = check_int(threads, "threads", low=1)
-    check_int(seed, "seed", 0, 2**32 - 1)
+        threads = as_int(threads, "threads", low=1)
+    as_int(seed, "seed", 0, 2**32 - 1)
     dev = pick_device(device)
     if style:
         use_style()
@@ -239,7 +239,7 @@ def pip_install(requirements: list[str], *, no_deps: bool = False, quiet: bool =
     instead of raising, so the caller can say what to run by hand."""
     if isinstance(requirements, str) or not all(isinstance(r, str) and r for r in requirements) or not requirements:
         raise TypeError(f"requirements must be a non-empty list of requirement strings, got {requirements!r}")
-    no_deps, quiet = check_bool(no_deps, "no_deps"), check_bool(quiet, "quiet")
+    no_deps, quiet = as_bool(no_deps, "no_deps"), as_bool(quiet, "quiet")
     cmd = [
         sys.executable,
         "-m",

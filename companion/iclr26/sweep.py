@@ -28,7 +28,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from iclr26.checks import check_float, check_int, json_value
+from iclr26.validate import as_float, as_int, json_value
 
 __all__ = ["SweepCache", "SweepResult", "grid_search", "coordinate_descent"]
 
@@ -236,9 +236,9 @@ def coordinate_descent(
     """
     _check_objective(objective)
     grid = _check_grid(grid)
-    threshold = check_float(threshold, "threshold", 0.0)
+    threshold = as_float(threshold, "threshold", 0.0)
     if max_evals is not None:
-        max_evals = check_int(max_evals, "max_evals", low=1)
+        max_evals = as_int(max_evals, "max_evals", low=1)
     fixed = _check_fixed(fixed, grid)
     index: dict[str, int] = {}
     init = {} if init is None else init

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ive
 
-from iclr26.checks import as_generator, check_choice, check_float, check_int
+from iclr26.validate import as_float, as_generator, as_int, one_of
 
 __all__ = [
     "wrap_angle",
@@ -92,9 +92,9 @@ def mmd_circular_test(
     ``seed`` is an int or a ``np.random.Generator`` (the permutations' randomness).
     """
     xa, ya = _angles(x, "x"), _angles(y, "y")
-    kappa = check_float(kappa, "kappa", 0.0, 50.0, low_open=True)
-    n_perm = check_int(n_perm, "n_perm", low=1)
-    max_order = check_int(max_order, "max_order", low=1)
+    kappa = as_float(kappa, "kappa", 0.0, 50.0, low_open=True)
+    n_perm = as_int(n_perm, "n_perm", low=1)
+    max_order = as_int(max_order, "max_order", low=1)
     rng = as_generator(seed)
     j = np.arange(max_order + 1)
     c = ive(j, kappa)  # I_j(κ) e^{-κ}: the kernel's Fourier weights, exp(κ(cos − 1)) = Σ_j (2 − δ_j0) c_j cos(j·)
@@ -133,7 +133,7 @@ class Persistence:
 
     def relative(self, dim: int) -> np.ndarray:
         """Finite bar lengths in dimension ``dim`` divided by the diameter, longest first."""
-        dim = check_int(dim, "dim", 0, len(self.dgms) - 1)
+        dim = as_int(dim, "dim", 0, len(self.dgms) - 1)
         d = self.dgms[dim]
         life = d[:, 1] - d[:, 0]
         life = life[np.isfinite(life)]
@@ -141,7 +141,7 @@ class Persistence:
 
     def count(self, dim: int, threshold: float) -> int:
         """Number of bars in ``dim`` whose relative persistence exceeds ``threshold`` (a Betti-number estimate)."""
-        threshold = check_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
+        threshold = as_float(threshold, "threshold", 0.0, 1.0, low_open=True, high_open=True)
         return int(np.sum(self.relative(dim) > threshold))
 
 
@@ -165,10 +165,10 @@ def persistence(
         raise ValueError(f"points must be a 2-D array (n_points >= 3, dim), got shape {pts.shape}")
     if not np.all(np.isfinite(pts)):
         raise ValueError("points must be finite")
-    maxdim = check_int(maxdim, "maxdim", 0, 2)
+    maxdim = as_int(maxdim, "maxdim", 0, 2)
     if n_points is not None:
-        n_points = check_int(n_points, "n_points", low=3)
-    sample = check_choice(sample, "sample", ("random", "furthest"))
+        n_points = as_int(n_points, "n_points", low=3)
+    sample = one_of(sample, "sample", ("random", "furthest"))
     rng = as_generator(seed)
     n_perm = None
     if n_points is not None and n_points < len(pts):

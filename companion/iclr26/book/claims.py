@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iclr26.checks import check_bool, json_value
+from iclr26.validate import as_bool, json_value
 
 if TYPE_CHECKING:
     from iclr26.book.verdicts import Verdict
@@ -441,7 +441,7 @@ def report(name: str, value: Any, text: str, *, holds: Any = None, glued: bool =
             holds = bool(holds)
         if not isinstance(holds, bool):
             raise TypeError(f"holds must be a bool or None, got {type(holds).__name__}")
-    glued = check_bool(glued, "glued")
+    glued = as_bool(glued, "glued")
     plain = json_value(value, "value")
     detail = "" if holds is None else ("holds here" if holds else "does not hold here")
     _record(
@@ -472,7 +472,7 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     Returns the value, so ``x = glue("x", compute())`` reads naturally.
     """
     _check_name(name)
-    display = check_bool(display, "display")
+    display = as_bool(display, "display")
     plain = json_value(value, "value")
     text = _fmt(plain) if isinstance(plain, (int, float)) and not isinstance(plain, bool) else str(plain)
     if isinstance(plain, float):

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from iclr26.book.cli import _find_toc, list_chapters
-from iclr26.checks import check_choice, check_int
 from iclr26.runtime import SCALES
 from iclr26.train import distributed_env, init_distributed
+from iclr26.validate import as_int, one_of
 
 __all__ = ["launch_cells", "run_chapter", "save_result", "load_results", "main", "TAG"]
 
@@ -73,8 +73,8 @@ def run_chapter(
     """Execute ``notebook``'s ``launch`` cells at ``scale``/``seed`` with ``results = out`` (a folder, created) and
     call its entry function with ``out`` if it has one. Returns what the entry function returns, else the namespace
     the cells ran in (a dict)."""
-    check_choice(scale, "scale", SCALES)
-    seed = check_int(seed, "seed", low=0)
+    one_of(scale, "scale", SCALES)
+    seed = as_int(seed, "seed", low=0)
     if not isinstance(device, str):
         raise TypeError(f"device must be a string, got {type(device).__name__}")
     if not isinstance(out, (str, Path)):
@@ -102,7 +102,7 @@ def run_chapter(
 def save_result(out: str | Path, name: str, record: dict, model: Any = None) -> Path | None:
     """Keep one run: ``record`` (JSON-ready numbers) as ``out/name.json`` and, if given, ``model``'s weights as
     ``out/name.safetensors``. Only rank 0 writes under ``torchrun``; returns the JSON path there, else None."""
-    from iclr26.checks import check_module, json_value
+    from iclr26.validate import as_module, json_value
 
     if not isinstance(out, (str, Path)):
         raise TypeError(f"out must be a str or Path (a folder), got {type(out).__name__}")
@@ -112,7 +112,7 @@ def save_result(out: str | Path, name: str, record: dict, model: Any = None) -> 
         raise TypeError(f"record must be a dict, got {type(record).__name__}")
     record = json_value(record, "record")
     if model is not None:
-        check_module(model)
+        as_module(model)
     env = distributed_env()
     if env is not None and env.rank != 0:
         return None

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_int
 from iclr26.hf import dataset_files
+from iclr26.validate import as_bool, as_int, one_of
 
 __all__ = ["IMAGE_SUFFIXES", "ImageData", "images_to_tensor", "load_image_dataset"]
 
@@ -44,8 +44,8 @@ def _size(size: Any) -> tuple[int, int] | None:
     if isinstance(size, (tuple, list)):
         if len(size) != 2:
             raise ValueError(f"size must be an int or a pair (height, width), got {size!r}")
-        return check_int(size[0], "size[0]", low=1), check_int(size[1], "size[1]", low=1)
-    s = check_int(size, "size", low=1)
+        return as_int(size[0], "size[0]", low=1), as_int(size[1], "size[1]", low=1)
+    s = as_int(size, "size", low=1)
     return s, s
 
 
@@ -87,8 +87,8 @@ def images_to_tensor(
     grayscale (``channels=1``), centre-cropped to a square if ``center_crop``, and resized to ``size`` (an int for a
     square, or ``(H, W)``; bicubic, antialiased); without ``size`` all images must share one size.
     """
-    channels = check_choice(channels, "channels", (1, 3))
-    center_crop = check_bool(center_crop, "center_crop")
+    channels = one_of(channels, "channels", (1, 3))
+    center_crop = as_bool(center_crop, "center_crop")
     hw = _size(size)
     if isinstance(images, (str, bytes)) or not (isinstance(images, Iterable) or torch.is_tensor(images)):
         raise TypeError(f"images must be an iterable of images or a uint8 array, got {type(images).__name__}")
@@ -243,13 +243,13 @@ def load_image_dataset(
     converts with ``images_to_tensor(ds["img"])``.
     """
     if n is not None:
-        n = check_int(n, "n", low=1)
+        n = as_int(n, "n", low=1)
     for value, name in ((image_column, "image_column"), (label_column, "label_column")):
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{name} must be None or a non-empty str, got {value!r}")
-    check_choice(channels, "channels", (1, 3))
+    one_of(channels, "channels", (1, 3))
     _size(size)
-    check_bool(center_crop, "center_crop")
+    as_bool(center_crop, "center_crop")
     suffixes = IMAGE_SUFFIXES + (".npz", ".parquet")
     files = dataset_files(
         source, data_files, suffixes=suffixes, allow_download=allow_download, revision=revision, cache_dir=cache_dir

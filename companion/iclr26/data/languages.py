@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from iclr26.checks import as_generator, check_float, check_int, check_prob
+from iclr26.validate import as_float, as_generator, as_int, as_prob
 
 __all__ = ["TopicLanguage", "TopicBatch", "GardenPath", "TransitionTopics", "transition_topics"]
 
@@ -70,18 +70,18 @@ class TopicLanguage:
         switch_prob: float = 1 / 16,
         seed: int | np.random.Generator = 0,
     ) -> None:
-        self.n_topics = check_int(n_topics, "n_topics", low=2)
+        self.n_topics = as_int(n_topics, "n_topics", low=2)
         if self.n_topics % 2:
             raise ValueError(f"n_topics must be even (ambiguous words come in topic pairs), got {n_topics}")
-        self.words_per_topic = check_int(words_per_topic, "words_per_topic", low=1)
-        self.n_function = check_int(n_function, "n_function", low=1)
-        self.n_ambiguous = check_int(n_ambiguous, "n_ambiguous", low=1)
-        self.p_function = check_prob(p_function, "p_function")
-        self.p_ambiguous = check_prob(p_ambiguous, "p_ambiguous")
+        self.words_per_topic = as_int(words_per_topic, "words_per_topic", low=1)
+        self.n_function = as_int(n_function, "n_function", low=1)
+        self.n_ambiguous = as_int(n_ambiguous, "n_ambiguous", low=1)
+        self.p_function = as_prob(p_function, "p_function")
+        self.p_ambiguous = as_prob(p_ambiguous, "p_ambiguous")
         if self.p_function + self.p_ambiguous > 1:
             raise ValueError("p_function + p_ambiguous must be <= 1")
-        self.ambiguity_bias = check_float(ambiguity_bias, "ambiguity_bias", low=1.0)
-        self.switch_prob = check_prob(switch_prob, "switch_prob")
+        self.ambiguity_bias = as_float(ambiguity_bias, "ambiguity_bias", low=1.0)
+        self.switch_prob = as_prob(switch_prob, "switch_prob")
         self.seed = seed
         rng = as_generator(seed)
         n_pairs = self.n_topics // 2
@@ -100,13 +100,13 @@ class TopicLanguage:
 
     def content_words(self, topic: int) -> np.ndarray:
         """Token ids of the words only ``topic`` uses."""
-        topic = check_int(topic, "topic", 0, self.n_topics - 1)
+        topic = as_int(topic, "topic", 0, self.n_topics - 1)
         lo = self.n_function + topic * self.words_per_topic
         return np.arange(lo, lo + self.words_per_topic)
 
     def ambiguous_words(self, pair: int) -> np.ndarray:
         """Token ids of the words shared by topics ``2 pair`` and ``2 pair + 1``."""
-        pair = check_int(pair, "pair", 0, self.n_topics // 2 - 1)
+        pair = as_int(pair, "pair", 0, self.n_topics // 2 - 1)
         lo = self.n_function + self.n_topics * self.words_per_topic + pair * self.n_ambiguous
         return np.arange(lo, lo + self.n_ambiguous)
 
@@ -127,7 +127,7 @@ class TopicLanguage:
 
     def sample(self, n: int, seq_len: int, seed: int | np.random.Generator = 0) -> TopicBatch:
         """``n`` sequences of ``seq_len`` tokens with their topics and boundaries."""
-        n, seq_len = check_int(n, "n", low=1), check_int(seq_len, "seq_len", low=2)
+        n, seq_len = as_int(n, "n", low=1), as_int(seq_len, "seq_len", low=2)
         rng = as_generator(seed)
         topic, switch = self._topics(rng, n, seq_len)
         tokens = self._emit(rng, topic)
@@ -139,8 +139,8 @@ class TopicLanguage:
         """Garden-path sequences: a context segment of another topic, then at ``start`` a new segment that opens with
         ``n_ambiguous_prefix`` ambiguous words of a pair, then at ``pivot`` a content word of the pair's unlikely
         topic (``tokens``) or of its likely topic (``control``), then that topic's words to the end."""
-        n, seq_len = check_int(n, "n", low=1), check_int(seq_len, "seq_len", low=4)
-        n_ambiguous_prefix = check_int(n_ambiguous_prefix, "n_ambiguous_prefix", low=1)
+        n, seq_len = as_int(n, "n", low=1), as_int(seq_len, "seq_len", low=4)
+        n_ambiguous_prefix = as_int(n_ambiguous_prefix, "n_ambiguous_prefix", low=1)
         start = seq_len // 2 - n_ambiguous_prefix
         if start < 1:
             raise ValueError(f"seq_len={seq_len} is too short for n_ambiguous_prefix={n_ambiguous_prefix}")
@@ -209,13 +209,13 @@ def transition_topics(
     activation is ``c_t atoms[token_t]`` with ``c_t ~ U(0.5, 1.5)``, plus Gaussian noise of standard deviation
     ``noise`` per coordinate.
     """
-    n_seq, seq_len, d = check_int(n_seq, "n_seq", low=1), check_int(seq_len, "seq_len", low=2), check_int(d, "d", low=1)
-    n_topics, n_atoms = check_int(n_topics, "n_topics", low=2), check_int(n_atoms, "n_atoms", low=2)
-    branching = check_int(branching, "branching", low=1)
+    n_seq, seq_len, d = as_int(n_seq, "n_seq", low=1), as_int(seq_len, "seq_len", low=2), as_int(d, "d", low=1)
+    n_topics, n_atoms = as_int(n_topics, "n_topics", low=2), as_int(n_atoms, "n_atoms", low=2)
+    branching = as_int(branching, "branching", low=1)
     if branching > n_atoms:
         raise ValueError(f"branching must be <= n_atoms={n_atoms}, got {branching}")
-    switch_prob = check_prob(switch_prob, "switch_prob")
-    noise = check_float(noise, "noise", low=0.0)
+    switch_prob = as_prob(switch_prob, "switch_prob")
+    noise = as_float(noise, "noise", low=0.0)
     rng = as_generator(seed)
     atoms = rng.standard_normal((n_atoms, d))
     atoms /= np.linalg.norm(atoms, axis=1, keepdims=True)

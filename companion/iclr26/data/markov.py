@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from iclr26.checks import as_generator, check_float, check_int
+from iclr26.validate import as_float, as_generator, as_int
 
 __all__ = ["MarkovLanguage"]
 
@@ -54,10 +54,10 @@ class MarkovLanguage:
         backoff: float = 0.0,
         seed: int | np.random.Generator = 0,
     ) -> None:
-        self.vocab_size = check_int(vocab_size, "vocab_size", low=2)
-        self.order = check_int(order, "order", low=1)
-        self.concentration = check_float(concentration, "concentration", 0.0, low_open=True)
-        self.backoff = check_float(backoff, "backoff", 0.0, 1.0, high_open=True)
+        self.vocab_size = as_int(vocab_size, "vocab_size", low=2)
+        self.order = as_int(order, "order", low=1)
+        self.concentration = as_float(concentration, "concentration", 0.0, low_open=True)
+        self.backoff = as_float(backoff, "backoff", 0.0, 1.0, high_open=True)
         rng = as_generator(seed)
         self.seed = seed if isinstance(seed, np.random.Generator) else int(seed)
         self.n_contexts = self.vocab_size**self.order
@@ -111,8 +111,8 @@ class MarkovLanguage:
     def sample(self, n_seq: int, seq_len: int, seed: int | np.random.Generator = 0) -> torch.Tensor:
         """``n_seq`` sequences of ``seq_len`` tokens (LongTensor), the first ``order`` tokens drawn from the
         stationary distribution, so every later position has conditional entropy exactly :attr:`entropy_rate`."""
-        n_seq = check_int(n_seq, "n_seq", low=1)
-        seq_len = check_int(seq_len, "seq_len", low=self.order + 1)
+        n_seq = as_int(n_seq, "n_seq", low=1)
+        seq_len = as_int(seq_len, "seq_len", low=self.order + 1)
         rng = as_generator(seed)
         v, k = self.vocab_size, self.order
         out = np.empty((n_seq, seq_len), dtype=np.int64)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from iclr26.checks import as_generator, check_float, check_int
+from iclr26.validate import as_float, as_generator, as_int
 
 __all__ = ["PlantedSlowFast", "planted_slow_fast"]
 
@@ -50,18 +50,18 @@ def planted_slow_fast(
     per step; each step also adds ``k_fast`` of ``n_fast`` unit fast atoms with coefficients U(0.5, 1.5) times
     ``fast_scale``, and Gaussian noise of standard deviation ``noise`` per coordinate.
     """
-    n_seq, seq_len, d = check_int(n_seq, "n_seq", low=1), check_int(seq_len, "seq_len", low=2), check_int(d, "d", low=1)
-    n_topics, n_slow = check_int(n_topics, "n_topics", low=2), check_int(n_slow, "n_slow", low=1)
-    atoms_per_topic = check_int(atoms_per_topic, "atoms_per_topic", low=1)
-    n_fast, k_fast = check_int(n_fast, "n_fast", low=1), check_int(k_fast, "k_fast", low=1)
+    n_seq, seq_len, d = as_int(n_seq, "n_seq", low=1), as_int(seq_len, "seq_len", low=2), as_int(d, "d", low=1)
+    n_topics, n_slow = as_int(n_topics, "n_topics", low=2), as_int(n_slow, "n_slow", low=1)
+    atoms_per_topic = as_int(atoms_per_topic, "atoms_per_topic", low=1)
+    n_fast, k_fast = as_int(n_fast, "n_fast", low=1), as_int(k_fast, "k_fast", low=1)
     if atoms_per_topic > n_slow:
         raise ValueError(f"atoms_per_topic must be <= n_slow={n_slow}, got {atoms_per_topic}")
     if k_fast > n_fast:
         raise ValueError(f"k_fast must be <= n_fast={n_fast}, got {k_fast}")
-    switch_prob = check_float(switch_prob, "switch_prob", 0.0, 1.0)
-    slow_scale = check_float(slow_scale, "slow_scale", low=0.0)
-    fast_scale = check_float(fast_scale, "fast_scale", low=0.0)
-    noise = check_float(noise, "noise", low=0.0)
+    switch_prob = as_float(switch_prob, "switch_prob", 0.0, 1.0)
+    slow_scale = as_float(slow_scale, "slow_scale", low=0.0)
+    fast_scale = as_float(fast_scale, "fast_scale", low=0.0)
+    noise = as_float(noise, "noise", low=0.0)
     rng = as_generator(seed)
 
     def unit_rows(n: int) -> np.ndarray:

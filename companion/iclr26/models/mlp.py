@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_int, float_tensor
 from iclr26.hooks import HookedModule, HookPoint
 from iclr26.models.transformer import ACTIVATIONS
+from iclr26.validate import as_bool, as_int, float_tensor, one_of
 
 __all__ = ["MLP"]
 
@@ -28,9 +28,9 @@ class MLP(HookedModule):
             raise TypeError(f"sizes must be a list [d_in, ..., d_out] of positive ints, got {type(sizes).__name__}")
         if len(sizes) < 2:
             raise ValueError(f"sizes must be a list [d_in, ..., d_out] of at least two positive ints, got {sizes!r}")
-        self.sizes = [check_int(n, f"sizes[{i}]", low=1) for i, n in enumerate(sizes)]
-        check_choice(act, "act", sorted(ACTIVATIONS))
-        bias = check_bool(bias, "bias")
+        self.sizes = [as_int(n, f"sizes[{i}]", low=1) for i, n in enumerate(sizes)]
+        one_of(act, "act", sorted(ACTIVATIONS))
+        bias = as_bool(bias, "bias")
         self.act = ACTIVATIONS[act]
         self.layers = nn.ModuleList([nn.Linear(i, o, bias=bias) for i, o in zip(self.sizes[:-1], self.sizes[1:])])
         self.hook_points = nn.ModuleList(

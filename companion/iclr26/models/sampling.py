@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from iclr26.checks import check_float, check_int, token_tensor, torch_generator
+from iclr26.validate import as_float, as_int, token_tensor, torch_generator
 
 __all__ = ["Samples", "sample", "token_log_probs", "masked_log_softmax"]
 
@@ -84,7 +84,7 @@ def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor | None = None
     """
     if not torch.is_tensor(logits) or not logits.is_floating_point():
         raise TypeError(f"logits must be a floating-point tensor, got {getattr(logits, 'dtype', type(logits))}")
-    temperature = check_float(temperature, "temperature", 0.0, low_open=True)
+    temperature = as_float(temperature, "temperature", 0.0, low_open=True)
     if logits.ndim == 0 or logits.shape[-1] == 0:
         raise ValueError(f"logits must have a vocabulary axis (the last) of size >= 1, got shape {tuple(logits.shape)}")
     z = logits.float() / temperature
@@ -113,7 +113,7 @@ def _stop_tensor(stop_token: Any, batch: int, vocab: int | None, device: torch.d
             raise ValueError(f"stop_token must have shape ({batch},) to match prompt, got {tuple(stop_token.shape)}")
         stop = stop_token.long().to(device)
     else:
-        stop = torch.full((batch,), check_int(stop_token, "stop_token", low=0), dtype=torch.long, device=device)
+        stop = torch.full((batch,), as_int(stop_token, "stop_token", low=0), dtype=torch.long, device=device)
     if bool((stop < 0).any()) or (vocab is not None and bool((stop >= vocab).any())):
         raise ValueError(f"stop_token must lie in [0, vocab_size) = [0, {vocab}), got {stop.tolist()}")
     return stop
@@ -155,8 +155,8 @@ def sample(
     if not callable(model):
         raise TypeError(f"model must be callable (tokens -> logits), got {type(model).__name__}")
     prompt = _check_tokens(prompt, "prompt", _model_vocab(model))
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", low=1)
-    temperature = check_float(temperature, "temperature", 0.0)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", low=1)
+    temperature = as_float(temperature, "temperature", 0.0)
     if generator is not None and seed is not None:
         raise ValueError("pass generator or seed, not both")
     if generator is not None and not isinstance(generator, torch.Generator):
@@ -180,7 +180,7 @@ def sample(
     prompt = prompt.to(device)
     batch = prompt.shape[0]
     stop = _stop_tensor(stop_token, batch, vocab, device)
-    pad = None if pad_token is None else check_int(pad_token, "pad_token", low=0)
+    pad = None if pad_token is None else as_int(pad_token, "pad_token", low=0)
     if pad is not None and vocab is not None and pad >= vocab:
         raise ValueError(f"pad_token must lie in [0, vocab_size) = [0, {vocab}), got {pad}")
     if seed is not None:
@@ -244,7 +244,7 @@ def token_log_probs(
     if not callable(model):
         raise TypeError(f"model must be callable (tokens -> logits), got {type(model).__name__}")
     tokens = _check_tokens(tokens, "tokens", _model_vocab(model))
-    prompt_len = check_int(prompt_len, "prompt_len", 1, tokens.shape[1] - 1)
+    prompt_len = as_int(prompt_len, "prompt_len", 1, tokens.shape[1] - 1)
     logits = _logits(model(tokens[:, :-1]))[:, prompt_len - 1 :]
     token_tensor(tokens, "tokens", logits.shape[-1])
     logp = masked_log_softmax(logits, allowed, temperature)

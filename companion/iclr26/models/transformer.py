@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_device, check_float, check_int, float_tensor, token_tensor
 from iclr26.hooks import HookedModule, HookPoint
+from iclr26.validate import as_bool, as_device, as_float, as_int, float_tensor, one_of, token_tensor
 
 __all__ = [
     "TransformerConfig",
@@ -96,7 +96,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "d_mlp"):
-            setattr(self, name, check_int(getattr(self, name), f"TransformerConfig.{name}", low=1))
+            setattr(self, name, as_int(getattr(self, name), f"TransformerConfig.{name}", low=1))
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
@@ -104,15 +104,15 @@ class TransformerConfig:
                     "set d_head explicitly"
                 )
             self.d_head = self.d_model // self.n_heads
-        self.d_head = check_int(self.d_head, "TransformerConfig.d_head", low=1)
-        check_choice(self.act, "TransformerConfig.act", sorted(ACTIVATIONS))
-        self.attn_alpha = check_float(self.attn_alpha, "TransformerConfig.attn_alpha", 0.0, 1.0)
-        check_choice(self.positional, "TransformerConfig.positional", ("learned", "none"))
-        check_choice(self.attn_uniform, "TransformerConfig.attn_uniform", ("mean", "ones"))
+        self.d_head = as_int(self.d_head, "TransformerConfig.d_head", low=1)
+        one_of(self.act, "TransformerConfig.act", sorted(ACTIVATIONS))
+        self.attn_alpha = as_float(self.attn_alpha, "TransformerConfig.attn_alpha", 0.0, 1.0)
+        one_of(self.positional, "TransformerConfig.positional", ("learned", "none"))
+        one_of(self.attn_uniform, "TransformerConfig.attn_uniform", ("mean", "ones"))
         for name in ("layernorm", "causal", "tie_embeddings", "unembed_bias", "attn_bias", "fast_attention"):
-            setattr(self, name, check_bool(getattr(self, name), f"TransformerConfig.{name}"))
+            setattr(self, name, as_bool(getattr(self, name), f"TransformerConfig.{name}"))
         if self.init_std is not None:
-            self.init_std = check_float(self.init_std, "TransformerConfig.init_std", 0.0, low_open=True)
+            self.init_std = as_float(self.init_std, "TransformerConfig.init_std", 0.0, low_open=True)
 
 
 def _init_(weight: torch.Tensor, fan_in: int, std: float | None) -> None:
@@ -146,9 +146,9 @@ def sdpa(
 def prefix_lm_mask(seq: int, prefix_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Bool (seq, seq), True where query q may attend to key k: causal, except that the first ``prefix_len``
     positions (a VLM's image patches) form a bidirectional prefix — ``k <= q or k < prefix_len``."""
-    seq = check_int(seq, "seq", low=1)
-    prefix_len = check_int(prefix_len, "prefix_len", low=0, high=seq)
-    idx = torch.arange(seq, device=None if device is None else check_device(device))
+    seq = as_int(seq, "seq", low=1)
+    prefix_len = as_int(prefix_len, "prefix_len", low=0, high=seq)
+    idx = torch.arange(seq, device=None if device is None else as_device(device))
     return (idx[None, :] <= idx[:, None]) | (idx[None, :] < prefix_len)
 
 
@@ -156,7 +156,7 @@ def prefix_lm_mask(seq: int, prefix_len: int, device: torch.device | str | None 
 def _check_block(cfg: Any, layer: Any) -> int:
     if not isinstance(cfg, TransformerConfig):
         raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
-    return check_int(layer, "layer", low=0)
+    return as_int(layer, "layer", low=0)
 
 
 class Attention(nn.Module):
@@ -197,7 +197,7 @@ class Attention(nn.Module):
         ``allowed_kind``: what ``allowed`` is, so the fast path can skip the mask: ``"causal"`` (exactly the causal
         mask), ``"full"`` (all True) or ``"general"`` (anything; always correct).
         """
-        check_choice(allowed_kind, "allowed_kind", ("general", "causal", "full"))
+        one_of(allowed_kind, "allowed_kind", ("general", "causal", "full"))
         b, s, _ = x.shape
         h, dh = self.cfg.n_heads, self.cfg.d_head
         xq = x[:, -1:].contiguous() if last_only else x
@@ -422,7 +422,7 @@ class TinyTransformer(HookedModule):
         alone (earlier blocks run in full). The values equal ``forward(...)[:, -1:]``; hooks in the final block and
         ``final_resid`` then see a sequence length of 1.
         """
-        last_only = check_bool(last_only, "last_only")
+        last_only = as_bool(last_only, "last_only")
         cfg = self.cfg
         if (tokens is None) == (embeds is None):
             raise ValueError("pass exactly one of tokens (batch, seq) or embeds (batch, seq, d_model)")
@@ -462,7 +462,7 @@ class TinyTransformer(HookedModule):
 
         if prefix_len is None:
             prefix_len = 0 if prefix_embeds is None else prefix_embeds.shape[1]
-        prefix_len = check_int(prefix_len, "prefix_len", low=0, high=s)
+        prefix_len = as_int(prefix_len, "prefix_len", low=0, high=s)
         allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
         kind = "causal" if cfg.causal else "full"  # lets the fast attention path skip the mask
         if cfg.causal and prefix_len > 1:
@@ -502,8 +502,8 @@ class TinyVLM(HookedModule):
         super().__init__()
         if not isinstance(cfg, TransformerConfig):
             raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
-        self.patch_dim = check_int(patch_dim, "patch_dim", low=1)
-        self.n_patches = check_int(n_patches, "n_patches", low=1)
+        self.patch_dim = as_int(patch_dim, "patch_dim", low=1)
+        self.n_patches = as_int(n_patches, "n_patches", low=1)
         if cfg.n_ctx <= self.n_patches:
             raise ValueError(f"cfg.n_ctx={cfg.n_ctx} must exceed n_patches={self.n_patches} (room for the words)")
         self.cfg = cfg

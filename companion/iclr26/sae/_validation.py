@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from iclr26.checks import float_tensor
+from iclr26.validate import float_tensor
 
 _as_tensor = functools.partial(float_tensor, numpy_ok=True)

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int
 from iclr26.sae._validation import _as_tensor
 from iclr26.sae.kernel import _TopKSparseCode
+from iclr26.validate import as_bool, as_float, as_int, one_of
 
 __all__ = ["ReLUSAE", "TopKSAE"]
 
@@ -19,9 +19,9 @@ class _DictionarySAE(nn.Module):
 
     def __init__(self, d_in: int, width: int, decoder_norm: str = "unit") -> None:
         super().__init__()
-        self.d_in = check_int(d_in, "d_in", low=1)
-        self.width = check_int(width, "width", low=1)
-        self.decoder_norm = check_choice(decoder_norm, "decoder_norm", ("unit", "free"))
+        self.d_in = as_int(d_in, "d_in", low=1)
+        self.width = as_int(width, "width", low=1)
+        self.decoder_norm = one_of(decoder_norm, "decoder_norm", ("unit", "free"))
         w = torch.randn(self.width, self.d_in)
         w = w / w.norm(dim=1, keepdim=True)
         self.W_dec = nn.Parameter(w.clone())  # (width, d_in): one dictionary atom per row
@@ -74,7 +74,7 @@ class ReLUSAE(_DictionarySAE):
 
     def __init__(self, d_in: int, width: int, l1: float = 1e-2, decoder_norm: str = "unit") -> None:
         super().__init__(d_in, width, decoder_norm)
-        self.l1 = check_float(l1, "l1", low=0.0)
+        self.l1 = as_float(l1, "l1", low=0.0)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return F.relu(self.pre_activations(x))
@@ -98,10 +98,10 @@ class TopKSAE(_DictionarySAE):
 
     def __init__(self, d_in: int, width: int, k: int, decoder_norm: str = "unit", fast: bool = True) -> None:
         super().__init__(d_in, width, decoder_norm)
-        self.k = check_int(k, "k", low=1)
+        self.k = as_int(k, "k", low=1)
         if self.k > self.width:
             raise ValueError(f"k must be <= width={self.width}, got {k}")
-        fast = check_bool(fast, "fast")
+        fast = as_bool(fast, "fast")
         self.fast = fast
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:

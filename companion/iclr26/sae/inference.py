@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_float, check_int, check_prob, torch_generator
 from iclr26.sae._validation import _as_tensor
+from iclr26.validate import as_bool, as_float, as_int, as_prob, torch_generator
 
 __all__ = ["spectral_norm_sq", "lasso_objective", "ista", "fista", "LambdaCalibration", "calibrate_lambda"]
 
@@ -33,7 +33,7 @@ def spectral_norm_sq(dictionary: Any, iters: int = 100, seed: int | np.random.Ge
     """``||D||_2^2``, the largest eigenvalue of ``D^T D``, by power iteration (``iters`` steps from a random start):
     the Lipschitz constant of the gradient of ``1/2 ||x - z D||^2`` in ``z`` (``D``: ``(width, d)``, atoms as rows)."""
     d = _dictionary(dictionary).double()
-    iters = check_int(iters, "iters", low=1)
+    iters = as_int(iters, "iters", low=1)
     v = torch.randn(d.shape[1], generator=torch_generator(seed), dtype=torch.float64).to(d.device)
     v = v / v.norm().clamp_min(1e-30)
     for _ in range(iters):
@@ -56,7 +56,7 @@ def lasso_objective(x: Any, dictionary: Any, z: Any, lam: float) -> torch.Tensor
     z = _as_tensor(z, "z", ndim=2, last=d.shape[0]).detach().to(d.dtype)
     if z.shape[0] != x.shape[0]:
         raise ValueError(f"z must have one row per row of x ({x.shape[0]}), got {z.shape[0]}")
-    lam = check_float(lam, "lam", low=0.0)
+    lam = as_float(lam, "lam", low=0.0)
     return _lasso(x, d, z, lam)
 
 
@@ -81,16 +81,16 @@ def ista(
     ISTA never increases ``L``. Returns ``z`` (``(n, width)``), and with ``return_trace`` also the per-sample
     objective after each step, ``(steps + 1, n)`` (row 0: the start)."""
     x, d = _problem(x, dictionary)
-    lam = check_float(lam, "lam", low=0.0)
-    steps = check_int(steps, "steps", low=0)
-    nonnegative = check_bool(nonnegative, "nonnegative")
-    accelerate = check_bool(accelerate, "accelerate")
-    return_trace = check_bool(return_trace, "return_trace")
+    lam = as_float(lam, "lam", low=0.0)
+    steps = as_int(steps, "steps", low=0)
+    nonnegative = as_bool(nonnegative, "nonnegative")
+    accelerate = as_bool(accelerate, "accelerate")
+    return_trace = as_bool(return_trace, "return_trace")
     if step_size is None:
         lip = spectral_norm_sq(d)
         eta = 1.0 / lip if lip > 0 else 1.0
     else:
-        eta = check_float(step_size, "step_size", 0.0, low_open=True)
+        eta = as_float(step_size, "step_size", 0.0, low_open=True)
     if z0 is None:
         z = x.new_zeros(x.shape[0], d.shape[0])
     else:
@@ -148,13 +148,13 @@ def calibrate_lambda(
     """The ``lam`` of ``grid`` (default ``logspace(-5, -1, 9)``) whose ISTA codes (``steps`` steps from zero) have the
     firing density ``mean(z != 0)`` closest to ``target_density`` — the official calibration."""
     x, d = _problem(x, dictionary)
-    target_density = check_prob(target_density, "target_density")
+    target_density = as_prob(target_density, "target_density")
     if grid is not None and (isinstance(grid, str) or not isinstance(grid, (np.ndarray, torch.Tensor, list, tuple))):
         raise TypeError(f"grid must be None or a sequence of positive λ values, got {type(grid).__name__}")
     grid = np.logspace(-5, -1, 9) if grid is None else np.asarray(grid, dtype=float).reshape(-1)
     if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
         raise ValueError("grid must be a non-empty sequence of finite lam >= 0")
-    steps = check_int(steps, "steps", low=1)
+    steps = as_int(steps, "steps", low=1)
     eta = 1.0 / max(spectral_norm_sq(d), 1e-30)
     density = np.array(
         [

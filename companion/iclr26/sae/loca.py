@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from iclr26.checks import check_float, check_int
 from iclr26.sae._validation import _as_tensor
 from iclr26.sae.dictionary import TopKSAE, _DictionarySAE, _topk_relu
+from iclr26.validate import as_float, as_int
 
 __all__ = ["GroupedTopKSAE"]
 
@@ -37,7 +37,7 @@ class GroupedTopKSAE(_DictionarySAE):
         super().__init__(d_in, sum(sizes), decoder_norm)
         self.group_sizes, self.group_ks = sizes, ks
         self.offsets = tuple(int(v) for v in np.cumsum((0, *sizes)))
-        self.usage_weight = check_float(usage_weight, "usage_weight", low=0.0)
+        self.usage_weight = as_float(usage_weight, "usage_weight", low=0.0)
         self.register_buffer("latent_order", torch.arange(self.width))  # the source latent of each latent
 
     @property
@@ -106,8 +106,8 @@ def _check_groups(group_sizes: Any, group_ks: Any) -> tuple[tuple[int, ...], tup
     for name, v in (("group_sizes", group_sizes), ("group_ks", group_ks)):
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
             raise TypeError(f"{name} must be a sequence of ints, got {type(v).__name__}")
-    sizes = tuple(check_int(s, f"group_sizes[{i}]", low=1) for i, s in enumerate(group_sizes))
-    ks = tuple(check_int(k, f"group_ks[{i}]", low=1) for i, k in enumerate(group_ks))
+    sizes = tuple(as_int(s, f"group_sizes[{i}]", low=1) for i, s in enumerate(group_sizes))
+    ks = tuple(as_int(k, f"group_ks[{i}]", low=1) for i, k in enumerate(group_ks))
     if not sizes:
         raise ValueError("group_sizes must name at least one group")
     if len(ks) != len(sizes):

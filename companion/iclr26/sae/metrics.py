@@ -14,8 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from iclr26.checks import check_bool, check_float, check_int, check_prob
 from iclr26.sae._validation import _as_tensor
+from iclr26.validate import as_bool, as_float, as_int, as_prob
 
 __all__ = [
     "fvu",
@@ -83,20 +83,20 @@ def part_variance_explained(part: Any, target: Any) -> float:
 def l0(z: Any, threshold: float = 0.0) -> float:
     """Mean number of latents with ``|z| > threshold`` per token."""
     z = _codes(z)
-    return float((z.abs() > check_float(threshold, "threshold", low=0.0)).float().sum(-1).mean())
+    return float((z.abs() > as_float(threshold, "threshold", low=0.0)).float().sum(-1).mean())
 
 
 def dead_fraction(z: Any, threshold: float = 0.0) -> float:
     """Fraction of latents that never exceed ``threshold`` (in absolute value) on the given tokens."""
     z = _codes(z)
-    return float(((z.abs() > check_float(threshold, "threshold", low=0.0)).sum(0) == 0).float().mean())
+    return float(((z.abs() > as_float(threshold, "threshold", low=0.0)).sum(0) == 0).float().mean())
 
 
 def dense_fraction(z: Any, frequency: float = 0.5, threshold: float = 0.0) -> float:
     """Fraction of latents active (``|z| > threshold``) on more than ``frequency`` of the tokens."""
     z = _codes(z)
-    frequency = check_prob(frequency, "frequency")
-    return float(((z.abs() > check_float(threshold, "threshold", low=0.0)).float().mean(0) > frequency).float().mean())
+    frequency = as_prob(frequency, "frequency")
+    return float(((z.abs() > as_float(threshold, "threshold", low=0.0)).float().mean(0) > frequency).float().mean())
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def dictionary_recovery(learned: Any, true: Any, threshold: float = 0.9) -> Dict
         )
     if learned.shape[0] < true.shape[0]:
         raise ValueError(f"learned needs at least as many atoms as true ({true.shape[0]}), got {learned.shape[0]}")
-    threshold = check_float(threshold, "threshold", 0.0, 1.0)
+    threshold = as_float(threshold, "threshold", 0.0, 1.0)
     cos = F.normalize(true, dim=1) @ F.normalize(learned, dim=1).T
     rows, cols = linear_sum_assignment(cos.cpu().numpy(), maximize=True)
     matched = cos[rows, cols].cpu().numpy()
@@ -164,7 +164,7 @@ def _unit_rows(z: torch.Tensor, centre: Any, time_axis: int) -> torch.Tensor:
     """``z`` in float64 with unit-norm rows (last axis; all-zero rows stay 0), after subtracting its mean over
     ``time_axis`` when ``centre``: the cosine similarities of :func:`cosine_gram` and :func:`step_change`."""
     z = z.detach().double()
-    if check_bool(centre, "centre"):
+    if as_bool(centre, "centre"):
         z = z - z.mean(time_axis, keepdim=True)
     return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
@@ -200,7 +200,7 @@ def nmse(x: Any, x_hat: Any) -> float:
 def firing_rates(z: Any, threshold: float = 0.0) -> np.ndarray:
     """Per latent, the fraction of tokens with ``|z| > threshold``, shape ``(width,)``."""
     z = _codes(z)
-    return (z.abs() > check_float(threshold, "threshold", low=0.0)).double().mean(0).cpu().numpy()
+    return (z.abs() > as_float(threshold, "threshold", low=0.0)).double().mean(0).cpu().numpy()
 
 
 def angular_variance(x: Any, z: Any, dead_value: float = 1.0) -> np.ndarray:
@@ -257,7 +257,7 @@ def absorption(z: Any, labels: Any, n_aux: int = 5) -> np.ndarray:
     present."""
     zt = _codes(z)
     y = _labels(labels, zt.shape[0])
-    n_aux = check_int(n_aux, "n_aux", low=1)
+    n_aux = as_int(n_aux, "n_aux", low=1)
     if n_aux + 1 > zt.shape[1]:
         raise ValueError(f"n_aux must be < width={zt.shape[1]}, got {n_aux}")
     on = (zt > 0).cpu().numpy()
@@ -282,7 +282,7 @@ def k_sparse_probe_f1(z: Any, labels: Any, ks: Any = (1, 2)) -> np.ndarray:
     y = _labels(labels, zt.shape[0])
     if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
         raise TypeError(f"ks must be a sequence of ints, got {type(ks).__name__}")
-    ks = tuple(check_int(k, "ks", low=1, high=zt.shape[1]) for k in ks)
+    ks = tuple(as_int(k, "ks", low=1, high=zt.shape[1]) for k in ks)
     if not ks:
         raise ValueError("ks must name at least one k")
     zn = zt.double().cpu().numpy()

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr26.checks import check_bool, check_float, check_int
 from iclr26.sae._validation import _as_tensor
 from iclr26.sae.dictionary import _dense_code, _topk_relu
 from iclr26.sae.kernel import _TopKSparseCode
+from iclr26.validate import as_bool, as_float, as_int
 
 __all__ = ["CodeAttention", "TemporalSAE"]
 
@@ -31,9 +31,9 @@ class CodeAttention(nn.Module):
 
     def __init__(self, width: int, n_heads: int = 4, bottleneck_factor: int = 1) -> None:
         super().__init__()
-        width = check_int(width, "width", low=1)
-        n_heads = check_int(n_heads, "n_heads", low=1)
-        bottleneck_factor = check_int(bottleneck_factor, "bottleneck_factor", low=1)
+        width = as_int(width, "width", low=1)
+        n_heads = as_int(n_heads, "n_heads", low=1)
+        bottleneck_factor = as_int(bottleneck_factor, "bottleneck_factor", low=1)
         if width % (n_heads * bottleneck_factor):
             raise ValueError(
                 f"width={width} must be divisible by n_heads * bottleneck_factor = {n_heads * bottleneck_factor}"
@@ -108,22 +108,22 @@ class TemporalSAE(nn.Module):
         fast: bool = True,
     ) -> None:
         super().__init__()
-        self.d_in = check_int(d_in, "d_in", low=1)
-        self.width = check_int(width, "width", low=1)
+        self.d_in = as_int(d_in, "d_in", low=1)
+        self.width = as_int(width, "width", low=1)
         if novel not in ("topk", "relu", "nullify"):
             raise ValueError(f"novel must be 'topk', 'relu' or 'nullify', got {novel!r}")
         if novel == "topk":
             if k is None:
                 raise ValueError("k must be given when novel='topk'")
-            k = check_int(k, "k", low=1)
+            k = as_int(k, "k", low=1)
             if k > self.width:
                 raise ValueError(f"k must be <= width={self.width}, got {k}")
-        fast = check_bool(fast, "fast")
-        self.scaling_factor = check_float(scaling_factor, "scaling_factor", 0.0, low_open=True)
+        fast = as_bool(fast, "fast")
+        self.scaling_factor = as_float(scaling_factor, "scaling_factor", 0.0, low_open=True)
         self.k, self.novel, self.fast = k, novel, fast
         self.lam = 1.0 / (4 * self.d_in)
         self.eps = 1e-6
-        n_attn_layers = check_int(n_attn_layers, "n_attn_layers", low=1)
+        n_attn_layers = as_int(n_attn_layers, "n_attn_layers", low=1)
         self.attn_layers = nn.ModuleList(
             [CodeAttention(self.width, n_heads, bottleneck_factor) for _ in range(n_attn_layers)]
         )
@@ -149,8 +149,8 @@ class TemporalSAE(nn.Module):
         """Return ``(x_hat, out)``; ``out`` holds ``pred_codes``, ``novel_codes``, ``pred_recons``,
         ``novel_recons`` (without the bias, in input units), ``alpha`` and ``attn`` (patterns if asked)."""
         x = _as_tensor(x, "x", ndim=3, last=self.d_in, finite=False, dtype=self.D.dtype)
-        return_pattern = check_bool(return_pattern, "return_pattern")
-        kval = self.k if k is None else check_int(k, "k", low=1)
+        return_pattern = as_bool(return_pattern, "return_pattern")
+        kval = self.k if k is None else as_int(k, "k", low=1)
         xt = x * self.scaling_factor - self.b
         z_pred = torch.zeros(*x.shape[:2], self.width, device=x.device, dtype=x.dtype)
         alphas, patterns = [], []
@@ -197,7 +197,7 @@ class TemporalSAE(nn.Module):
     def loss(self, x: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The official objective: squared error summed over features, averaged over tokens (in scaled units),
         plus ``gamma * mean ||z_nov||_2`` (the ReLU variant's penalty)."""
-        gamma = check_float(gamma, "gamma", low=0.0)
+        gamma = as_float(gamma, "gamma", low=0.0)
         x_hat, out = self(x)
         s = self.scaling_factor
         mse = ((x - x_hat) * s).pow(2).sum(-1).mean()

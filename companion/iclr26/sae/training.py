@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr26.checks import check_choice, check_float, check_int, torch_generator
 from iclr26.sae._validation import _as_tensor
 from iclr26.sae.dictionary import _DictionarySAE
 from iclr26.sae.temporal import TemporalSAE
+from iclr26.validate import as_float, as_int, one_of, torch_generator
 
 __all__ = ["fit_sae", "fit_temporal_sae", "scaling_factor"]
 
@@ -27,7 +27,7 @@ def scaling_factor(x: torch.Tensor, convention: str = "official") -> float:
     x = _as_tensor(x, "x")
     if not isinstance(convention, str):
         raise TypeError(f"convention must be a str, got {type(convention).__name__}")
-    check_choice(convention, "convention", ("official", "sqrt_d"))
+    one_of(convention, "convention", ("official", "sqrt_d"))
     flat = x.detach().reshape(-1, x.shape[-1]).double()
     if not bool(flat.any()):
         raise ValueError("x is all zeros: no scaling factor")
@@ -58,11 +58,11 @@ def _train_on_samples(
     warmup then cosine, gradient clipping — through :func:`iclr26.train.fit`."""
     from iclr26.train import fit
 
-    steps = check_int(steps, "steps", low=1)
-    batch_size = check_int(batch_size, "batch_size", low=1)
-    warmup = max(1, steps // 20) if warmup is None else check_int(warmup, "warmup", low=0)
-    lr = check_float(lr, "lr", 0.0, low_open=True)
-    weight_decay = check_float(weight_decay, "weight_decay", low=0.0)
+    steps = as_int(steps, "steps", low=1)
+    batch_size = as_int(batch_size, "batch_size", low=1)
+    warmup = max(1, steps // 20) if warmup is None else as_int(warmup, "warmup", low=0)
+    lr = as_float(lr, "lr", 0.0, low_open=True)
+    weight_decay = as_float(weight_decay, "weight_decay", low=0.0)
     gen = torch_generator(seed)  # on the CPU: the same minibatches on every device
     device = next(model.parameters()).device
     x = x.to(device)
@@ -153,8 +153,8 @@ def fit_temporal_sae(
     if not isinstance(tfa, TemporalSAE):
         raise TypeError(f"tfa must be a TemporalSAE, got {type(tfa).__name__}")
     x = _as_tensor(x, "x", ndim=3, last=tfa.d_in, dtype=next(tfa.parameters()).dtype)
-    gamma = check_float(gamma, "gamma", low=0.0)
-    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
+    gamma = as_float(gamma, "gamma", low=0.0)
+    min_lr_ratio = as_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     return _train_on_samples(
         tfa,
         x,

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from iclr26.checks import check_bool, check_int, check_module
+from iclr26.validate import as_bool, as_int, as_module
 
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint"]
 
@@ -78,9 +78,9 @@ def save_checkpoint(
     from safetensors.torch import save_file
 
     path = _check_path(path, "path")
-    check_module(model)
+    as_module(model)
     optimizers = _as_optimizers(optimizers, "optimizers", empty_ok=True)
-    step = check_int(step, "step", low=0)
+    step = as_int(step, "step", low=0)
     history = _check_history(history)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
@@ -126,9 +126,9 @@ def load_checkpoint(
     from safetensors import safe_open
 
     path = _check_path(path, "path")
-    check_module(model)
+    as_module(model)
     optimizers = _as_optimizers(optimizers, "optimizers", empty_ok=True)
-    restore_rng = check_bool(restore_rng, "restore_rng")
+    restore_rng = as_bool(restore_rng, "restore_rng")
     if not path.is_file():
         raise ValueError(f"checkpoint path {str(path)!r} does not exist")
     with safe_open(str(path), framework="pt") as f:

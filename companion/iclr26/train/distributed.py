@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from iclr26.checks import check_choice, check_int
+from iclr26.validate import as_int, one_of
 
 __all__ = ["DistributedEnv", "distributed_env", "init_distributed", "shard_batch"]
 
@@ -40,12 +40,12 @@ def init_distributed(backend: str | None = None) -> DistributedEnv | None:
     import torch.distributed as dist
 
     if backend is not None:
-        check_choice(backend, "backend", ("nccl", "gloo"))
+        one_of(backend, "backend", ("nccl", "gloo"))
     env = distributed_env()
     if env is None:
         return None
     if backend is not None:
-        check_choice(backend, "backend", ("nccl", "gloo"))
+        one_of(backend, "backend", ("nccl", "gloo"))
     if not dist.is_available():
         raise RuntimeError("this torch build has no torch.distributed, but WORLD_SIZE > 1 asks for many processes")
     if not dist.is_initialized():
@@ -61,8 +61,8 @@ def shard_batch(batch: Any, rank: int, world_size: int) -> Any:
     """This rank's slice of the leading dimension of every tensor in ``batch`` (nested tuples, lists, dicts and
     NamedTuples are walked; other values are kept whole). ``ValueError`` when a leading dimension is not divisible
     by ``world_size``."""
-    world_size = check_int(world_size, "world_size", low=1)
-    rank = check_int(rank, "rank", 0, world_size - 1)
+    world_size = as_int(world_size, "world_size", low=1)
+    rank = as_int(rank, "rank", 0, world_size - 1)
     if world_size == 1:
         return batch
     if torch.is_tensor(batch):

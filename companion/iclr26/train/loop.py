@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from iclr26.checks import check_bool, check_choice, check_float, check_int, check_module
 from iclr26.train.checkpoint import _as_optimizers, _check_path, load_checkpoint, save_checkpoint
 from iclr26.train.distributed import (
     DistributedEnv,
@@ -23,6 +22,7 @@ from iclr26.train.distributed import (
     shard_batch,
 )
 from iclr26.train.schedules import _check_schedule_name, lr_multiplier
+from iclr26.validate import as_bool, as_float, as_int, as_module, one_of
 
 __all__ = ["fit"]
 
@@ -120,7 +120,7 @@ def _plan(
     distributed,
 ) -> _Plan:
     """Every argument of :func:`fit` checked at the door (TypeError/ValueError naming it)."""
-    check_module(model)
+    as_module(model)
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be a callable (model, batch) -> loss, got {type(loss_fn).__name__}")
     opts = _as_optimizers(optimizer)
@@ -131,12 +131,12 @@ def _plan(
     if steps is None and time_budget is None:
         raise ValueError("give steps or time_budget (or both)")
     if steps is not None:
-        steps = check_int(steps, "steps", low=1)
+        steps = as_int(steps, "steps", low=1)
     if time_budget is not None:
-        time_budget = check_float(time_budget, "time_budget", 0.0, low_open=True)
-    warmup = check_int(warmup, "warmup", low=0)
-    decay_frac = check_float(decay_frac, "decay_frac", 0.0, 1.0)
-    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
+        time_budget = as_float(time_budget, "time_budget", 0.0, low_open=True)
+    warmup = as_int(warmup, "warmup", low=0)
+    decay_frac = as_float(decay_frac, "decay_frac", 0.0, 1.0)
+    min_lr_ratio = as_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     if callable(schedule):
         sched_fn = schedule
     else:
@@ -152,19 +152,19 @@ def _plan(
 
         sched_fn(0, steps or 1)  # validates warmup against steps at the door
     if clip is not None:
-        clip = check_float(clip, "clip", 0.0, low_open=True)
-    check_choice(amp, "amp", ("auto", "bf16", "off", True, False))
-    log_every = check_int(log_every, "log_every", low=1)
+        clip = as_float(clip, "clip", 0.0, low_open=True)
+    one_of(amp, "amp", ("auto", "bf16", "off", True, False))
+    log_every = as_int(log_every, "log_every", low=1)
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError("eval_fn must be a callable model -> dict of metrics, or None")
-    eval_every = log_every if eval_every is None else check_int(eval_every, "eval_every", low=1)
+    eval_every = log_every if eval_every is None else as_int(eval_every, "eval_every", low=1)
     if stop_fn is not None and not callable(stop_fn):
         raise TypeError(f"stop_fn must be a callable row -> bool, or None, got {type(stop_fn).__name__}")
     if stop_fn is not None and eval_fn is None:
         raise ValueError("stop_fn needs eval_fn: it is called with each evaluation's metrics")
     if checkpoint_every is not None:
-        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", low=1)
-    check_bool(progress, "progress")
+        checkpoint_every = as_int(checkpoint_every, "checkpoint_every", low=1)
+    as_bool(progress, "progress")
     if not isinstance(desc, str):
         raise TypeError(f"desc must be a str (the progress bar's label), got {type(desc).__name__}")
     if checkpoint_every is not None and checkpoint is None:
@@ -173,7 +173,7 @@ def _plan(
         _check_path(checkpoint, "checkpoint")
     if resume is not None and not _check_path(resume, "resume").is_file():
         raise ValueError(f"resume: checkpoint path {str(resume)!r} does not exist")
-    check_choice(distributed, "distributed", ("auto", True, False))
+    one_of(distributed, "distributed", ("auto", True, False))
     return _Plan(
         opts,
         stream,

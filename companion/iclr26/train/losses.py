@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from iclr26.checks import check_bool, check_int, token_tensor
+from iclr26.validate import as_bool, as_int, token_tensor
 
 __all__ = ["next_token_loss"]
 
@@ -33,8 +33,8 @@ def next_token_loss(model: Callable, tokens: torch.Tensor, skip: int = 0, *, fee
         raise ValueError(f"tokens must have shape (batch, seq) with batch >= 1, got {tuple(tokens.shape)}")
     vocab = getattr(getattr(model, "cfg", None), "vocab_size", None)
     token_tensor(tokens, "tokens", vocab if isinstance(vocab, int) else None)
-    skip = check_int(skip, "skip", low=0)
-    feed_last = check_bool(feed_last, "feed_last")
+    skip = as_int(skip, "skip", low=0)
+    feed_last = as_bool(feed_last, "feed_last")
     T = tokens.shape[1]
     if T < skip + 2:
         raise ValueError(f"tokens has {T} positions: need at least skip + 2 = {skip + 2} to leave one target")

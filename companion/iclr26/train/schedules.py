@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from iclr26.checks import check_choice, check_float, check_int
+from iclr26.validate import as_float, as_int, one_of
 
 __all__ = ["SCHEDULES", "lr_multiplier"]
 
@@ -30,11 +30,11 @@ def lr_multiplier(
     * ``linear``: warmup, then linear decay to ``min_lr_ratio``.
     """
     _check_schedule_name(schedule)
-    step = check_int(step, "step", low=0)
-    total_steps = check_int(total_steps, "total_steps", low=1)
-    warmup = check_int(warmup, "warmup", 0, total_steps)
-    decay_frac = check_float(decay_frac, "decay_frac", 0.0, 1.0)
-    min_lr_ratio = check_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
+    step = as_int(step, "step", low=0)
+    total_steps = as_int(total_steps, "total_steps", low=1)
+    warmup = as_int(warmup, "warmup", 0, total_steps)
+    decay_frac = as_float(decay_frac, "decay_frac", 0.0, 1.0)
+    min_lr_ratio = as_float(min_lr_ratio, "min_lr_ratio", 0.0, 1.0)
     if step < warmup:
         return (step + 1) / warmup
     if schedule == "constant":
@@ -60,4 +60,4 @@ def lr_multiplier(
 def _check_schedule_name(schedule: Any) -> str:
     if not isinstance(schedule, str):
         raise TypeError(f"schedule must be one of {SCHEDULES} or a callable, got {type(schedule).__name__}")
-    return check_choice(schedule, "schedule", SCHEDULES)
+    return one_of(schedule, "schedule", SCHEDULES)

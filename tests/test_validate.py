@@ -1,4 +1,4 @@
-"""Unit tests of iclr26.checks, and one test per companion module that it follows the same rules:
+"""Unit tests of iclr26.validate, and one test per companion module that it follows the same rules:
 an integer argument takes ``np.int64`` (what a NumPy grid yields) and refuses a float with a ``TypeError`` naming it."""
 
 import math
@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from iclr26 import counterfactuals, data, diffusion, hf, optim, runtime, sae, sweep, topology, train
-from iclr26.checks import (
+from iclr26.validate import (
+    as_bool,
+    as_device,
+    as_float,
     as_generator,
-    check_bool,
-    check_choice,
-    check_device,
-    check_float,
-    check_int,
-    check_module,
-    check_prob,
+    as_int,
+    as_module,
+    as_prob,
     float_tensor,
+    one_of,
     torch_generator,
 )
 
@@ -46,99 +46,99 @@ def test_float_tensor_bad_input_names_argument():
 # ------------------------------------------------------------------------------------------------ scalars
 def test_check_int_accepts_integers_and_returns_a_python_int():
     for v in (3, np.int64(3), np.int32(3), np.uint8(3)):
-        out = check_int(v, "n", low=1, high=3)
+        out = as_int(v, "n", low=1, high=3)
         assert out == 3 and type(out) is int
-    assert check_int(-5, "n") == -5  # no bounds: any int
+    assert as_int(-5, "n") == -5  # no bounds: any int
 
 
 @pytest.mark.parametrize("bad", [3.0, np.float64(3.0), True, np.bool_(True), "3", None, torch.tensor(3)])
 def test_check_int_wrong_type_is_a_type_error_naming_the_argument(bad):
     with pytest.raises(TypeError, match=r"^n_steps must be an int"):
-        check_int(bad, "n_steps")
+        as_int(bad, "n_steps")
 
 
 def test_check_int_out_of_range_is_a_value_error_with_the_range():
     with pytest.raises(ValueError, match=r"^k must be an int >= 1, got 0$"):
-        check_int(0, "k", low=1)
+        as_int(0, "k", low=1)
     with pytest.raises(ValueError, match=r"^k must be an int <= 4, got 5$"):
-        check_int(np.int64(5), "k", high=4)
+        as_int(np.int64(5), "k", high=4)
     with pytest.raises(ValueError, match=r"^k must be an int in \[1, 4\], got 9$"):
-        check_int(9, "k", 1, 4)
+        as_int(9, "k", 1, 4)
 
 
 def test_check_float_accepts_reals_and_returns_a_float():
     for v in (2, 2.0, np.float32(2.0), np.float64(2.0), np.int64(2)):
-        out = check_float(v, "lr", 0.0, low_open=True)
+        out = as_float(v, "lr", 0.0, low_open=True)
         assert out == 2.0 and type(out) is float
-    assert check_float(0.0, "wd", 0.0) == 0.0  # closed bound: the bound itself is allowed
-    assert check_float(math.inf, "t", 0.0, allow_inf=True) == math.inf
+    assert as_float(0.0, "wd", 0.0) == 0.0  # closed bound: the bound itself is allowed
+    assert as_float(math.inf, "t", 0.0, allow_inf=True) == math.inf
 
 
 @pytest.mark.parametrize("bad", [True, "0.1", None, [0.1], torch.tensor(0.1), 1j])
 def test_check_float_wrong_type_is_a_type_error(bad):
     with pytest.raises(TypeError, match=r"^lr must be a number"):
-        check_float(bad, "lr")
+        as_float(bad, "lr")
 
 
 def test_check_float_bounds_nan_and_inf_are_value_errors():
     with pytest.raises(ValueError, match=r"^lr must be a number > 0.0, got 0.0$"):
-        check_float(0.0, "lr", 0.0, low_open=True)
+        as_float(0.0, "lr", 0.0, low_open=True)
     with pytest.raises(ValueError, match=r"^beta must be a number in \[0.0, 1.0\), got 1.0$"):
-        check_float(1.0, "beta", 0.0, 1.0, high_open=True)
+        as_float(1.0, "beta", 0.0, 1.0, high_open=True)
     with pytest.raises(ValueError, match=r"^p must be a number in \(0.0, 1.0\]"):
-        check_float(-0.5, "p", 0.0, 1.0, low_open=True)
+        as_float(-0.5, "p", 0.0, 1.0, low_open=True)
     with pytest.raises(ValueError, match=r"^x must be a finite number, got nan$"):
-        check_float(float("nan"), "x")
+        as_float(float("nan"), "x")
     with pytest.raises(ValueError, match="finite"):
-        check_float(math.inf, "x")
+        as_float(math.inf, "x")
     with pytest.raises(ValueError, match="finite"):
-        check_float(float("nan"), "x", allow_inf=True)  # NaN is never a number here
+        as_float(float("nan"), "x", allow_inf=True)  # NaN is never a number here
     with pytest.raises(ValueError, match="<= 1.0"):
-        check_float(math.inf, "x", high=1.0, allow_inf=True)  # ±inf still obeys the bounds
+        as_float(math.inf, "x", high=1.0, allow_inf=True)  # ±inf still obeys the bounds
 
 
 def test_check_prob():
-    assert check_prob(0, "p") == 0.0 and check_prob(np.float64(1.0), "p") == 1.0
+    assert as_prob(0, "p") == 0.0 and as_prob(np.float64(1.0), "p") == 1.0
     with pytest.raises(ValueError, match=r"^p must be a number in \[0.0, 1.0\]"):
-        check_prob(1.5, "p")
+        as_prob(1.5, "p")
     with pytest.raises(TypeError, match="^p must be"):
-        check_prob("0.5", "p")
+        as_prob("0.5", "p")
 
 
 def test_check_bool():
-    assert check_bool(True, "fast") is True and check_bool(np.bool_(False), "fast") is False
+    assert as_bool(True, "fast") is True and as_bool(np.bool_(False), "fast") is False
     for bad in (0, 1, "True", None):
         with pytest.raises(TypeError, match="^fast must be a bool"):
-            check_bool(bad, "fast")
+            as_bool(bad, "fast")
 
 
 def test_check_choice():
-    assert check_choice("b", "mode", ("a", "b")) == "b"
-    assert check_choice(None, "fn", (None, "x")) is None
+    assert one_of("b", "mode", ("a", "b")) == "b"
+    assert one_of(None, "fn", (None, "x")) is None
     with pytest.raises(ValueError, match=r"^mode must be one of 'a', 'b'; got 'c'$"):
-        check_choice("c", "mode", ["a", "b"])
+        one_of("c", "mode", ["a", "b"])
     with pytest.raises(ValueError, match="^mode must be one of"):
-        check_choice({}, "mode", ("a", "b"))  # unhashable: still a clear ValueError
+        one_of({}, "mode", ("a", "b"))  # unhashable: still a clear ValueError
 
 
 def test_check_device():
-    assert check_device("cpu") == torch.device("cpu")
+    assert as_device("cpu") == torch.device("cpu")
     dev = torch.device("cpu")
-    assert check_device(dev) is dev
+    assert as_device(dev) is dev
     with pytest.raises(ValueError, match="^device is not a device torch knows"):
-        check_device("tpu9")
+        as_device("tpu9")
     with pytest.raises(TypeError, match="^where must be a str or torch.device, got int"):
-        check_device(0, "where")
+        as_device(0, "where")
 
 
 # ------------------------------------------------------------------------------------------------ randomness
 def test_check_module():
     lin = torch.nn.Linear(2, 2)
-    assert check_module(lin) is lin
+    assert as_module(lin) is lin
     with pytest.raises(TypeError, match=r"net must be a torch.nn.Module, got function"):
-        check_module(lambda x: x, "net")
+        as_module(lambda x: x, "net")
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
-        check_module(torch.zeros(2))
+        as_module(torch.zeros(2))
 
 
 def test_as_generator_int_is_default_rng_and_generator_passes_through():

@@ -1,4 +1,10 @@
-"""Argument checks shared by every companion module, one rule per mistake (as scikit-learn's ``check_scalar`` does):
+"""Argument validation shared by every companion module, one rule per mistake (as scikit-learn's ``check_scalar`` does).
+
+Each function returns the value, converted where that is safe (``steps = as_int(steps, "steps", low=1)``). The names
+say what comes back (``as_int``, ``as_float``, ``as_prob``, ``as_bool``, ``as_device``, ``as_module``, ``one_of``,
+``float_tensor``, ``token_tensor``, ``as_generator``, ``torch_generator``, ``json_value``), so that ``check_*`` in the
+book means one thing only: a recorded sanity check (:mod:`iclr26.book.claims`).
+
 
 * a value of the wrong **type** raises ``TypeError`` (a float where an int belongs, a string where a number belongs);
 * a value of the right type but out of range or not among the choices raises ``ValueError``;
@@ -18,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # torch is imported where a check needs it, so `import iclr26` stays light
+if TYPE_CHECKING:  # torch is imported where a function needs it, so `import iclr26` stays light
     import torch
 
 __all__ = [
-    "check_int",
-    "check_float",
-    "check_prob",
-    "check_bool",
-    "check_choice",
-    "check_device",
-    "check_module",
+    "as_int",
+    "as_float",
+    "as_prob",
+    "as_bool",
+    "one_of",
+    "as_device",
+    "as_module",
     "float_tensor",
     "token_tensor",
     "json_value",
@@ -53,7 +59,7 @@ def _bound(value: Any, what: str) -> None:
         raise ValueError(f"the {what} bound of a check must be None or a number, got {value!r}")
 
 
-def check_int(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
+def as_int(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
     """``value`` as a Python int, if it is an integer (not a bool) in ``[low, high]``; else raise naming ``name``."""
     _bound(low, "low")
     _bound(high, "high")
@@ -66,7 +72,7 @@ def check_int(value: Any, name: str, low: int | None = None, high: int | None = 
     return value
 
 
-def check_float(
+def as_float(
     value: Any,
     name: str,
     low: float | None = None,
@@ -78,7 +84,7 @@ def check_float(
 ) -> float:
     """``value`` as a float, if it is a finite real number (not a bool) within the bounds; else raise naming ``name``.
 
-    ``low_open`` / ``high_open`` make a bound strict: ``check_float(lr, "lr", 0, low_open=True)`` asks for ``lr > 0``.
+    ``low_open`` / ``high_open`` make a bound strict: ``as_float(lr, "lr", 0, low_open=True)`` asks for ``lr > 0``.
     ``allow_inf`` lets ±inf through (still subject to the bounds); NaN is always refused.
     """
     _bound(low, "low")
@@ -96,19 +102,19 @@ def check_float(
     return value
 
 
-def check_prob(value: Any, name: str) -> float:
+def as_prob(value: Any, name: str) -> float:
     """A probability in ``[0, 1]``."""
-    return check_float(value, name, 0.0, 1.0)
+    return as_float(value, name, 0.0, 1.0)
 
 
-def check_bool(value: Any, name: str) -> bool:
+def as_bool(value: Any, name: str) -> bool:
     """A ``bool`` (``np.bool_`` too); ``0``/``1`` and strings are refused."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
     return bool(value)
 
 
-def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+def one_of(value: Any, name: str, choices: Iterable[Any]) -> Any:
     """``value`` if it is one of ``choices``; else ``ValueError`` listing them.
 
     Equality is not enough: ``1`` and ``0`` do not stand for ``True`` and ``False`` (nor ``1.0`` for ``1``); a choice
@@ -132,7 +138,7 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     return value
 
 
-def check_device(device: Any, name: str = "device") -> torch.device:
+def as_device(device: Any, name: str = "device") -> torch.device:
     """A ``torch.device`` from a string (``"cpu"``, ``"cuda:0"``, …) or a device, else ``TypeError``/``ValueError``;
     a CUDA or MPS device must also be available on this machine (``ValueError`` otherwise)."""
     import torch
@@ -155,7 +161,7 @@ def check_device(device: Any, name: str = "device") -> torch.device:
     return device
 
 
-def check_module(value: Any, name: str = "model") -> torch.nn.Module:
+def as_module(value: Any, name: str = "model") -> torch.nn.Module:
     """``value`` if it is a ``torch.nn.Module``; else ``TypeError`` naming ``name``."""
     import torch
 
@@ -263,8 +269,8 @@ def torch_generator(seed: Any, device: Any = "cpu", name: str = "seed") -> torch
     if isinstance(seed, np.random.Generator):
         value = int(seed.integers(2**63 - 1))
     else:
-        value = check_int(seed, name, low=0)
-    gen = torch.Generator(device=check_device(device))
+        value = as_int(seed, name, low=0)
+    gen = torch.Generator(device=as_device(device))
     gen.manual_seed(value)
     return gen
 
