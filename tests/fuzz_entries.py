@@ -902,17 +902,19 @@ E(
 )
 
 # ------------------------------------------------------------------------------------------------ hf, hooks
-DATA(P + "hf.ALLOW_DOWNLOAD_ENV", P + "hf.KINDS", P + "hf.NotDownloadedError", P + "hooks.HookFn")
-DATA(P + "hf.LM_CACHE_ENV", P + "hf.SMALL_LM_FILE", P + "hf.SMALL_LM_PIN")
-SKIP(P + "hf.install_small_lm", "installs packages with pip")
-SKIP(P + "hf.convert_gguf", "converts a GGUF file (seconds each); argument checks: tests/test_small_lm.py")
-SKIP(P + "hf.load_small_lm", "loads a language model (seconds each); argument checks: tests/test_small_lm.py")
-SKIP(P + "hf.write_tiny_gguf", "writes a model file (seconds each); argument checks: tests/test_small_lm.py")
-SKIP(P + "hf.write_tiny_model", "writes a model folder (a second each); argument checks: tests/test_hf.py")
-DATA(P + "hf.TINY_KINDS")
-E(P + "hf.small_lm_gguf", lambda: (hf.small_lm_gguf, {}))
+DATA(
+    P + "hf.loading.ALLOW_DOWNLOAD_ENV", P + "hf.loading.KINDS", P + "hf.loading.NotDownloadedError", P + "hooks.HookFn"
+)
+DATA(P + "hf.small_lm.LM_CACHE_ENV", P + "hf.small_lm.SMALL_LM_FILE", P + "hf.small_lm.SMALL_LM_PIN")
+SKIP(P + "hf.small_lm.install_small_lm", "installs packages with pip")
+SKIP(P + "hf.small_lm.convert_gguf", "converts a GGUF file (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.small_lm.load_small_lm", "loads a language model (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.small_lm.write_tiny_gguf", "writes a model file (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(P + "hf.tiny.write_tiny_model", "writes a model folder (a second each); argument checks: tests/test_hf.py")
+DATA(P + "hf.tiny.TINY_KINDS")
+E(P + "hf.small_lm.small_lm_gguf", lambda: (hf.small_lm_gguf, {}))
 E(
-    P + "hf.lm_cache_dir",
+    P + "hf.small_lm.lm_cache_dir",
     lambda: (hf.lm_cache_dir, dict(cache_dir=str(TMP / "lm-cache"))),
     {"cache_dir": Given([3, ""], [None])},
 )
@@ -928,7 +930,7 @@ def _toks(n=2, T=6, vocab=16):
 
 
 E(
-    P + "hf.residual_activations",
+    P + "hf.activations.residual_activations",
     lambda: (hf.residual_activations, dict(model=_hf_like(), input_ids=_toks(), layer=0, batch_size=2)),
     {
         "model": OBJ,
@@ -957,14 +959,17 @@ def _hf_like():
     return LM()
 
 
-SKIP(P + "hf.image_features", "loads a pretrained vision model (paper scale); argument checks: tests/test_hf.py")
+SKIP(
+    P + "hf.activations.image_features",
+    "loads a pretrained vision model (paper scale); argument checks: tests/test_hf.py",
+)
 E(
-    P + "hf.download_allowed",
+    P + "hf.loading.download_allowed",
     lambda: (hf.download_allowed, dict(allow_download=None)),
     {"allow_download": Given([1, "yes"], [True, False, None])},
 )
 E(
-    P + "hf.load_pretrained",
+    P + "hf.loading.load_pretrained",
     lambda: (hf.load_pretrained, dict(name_or_path=str(TMP / "no-model"), kind="causal_lm", allow_download=False)),
     {
         "name_or_path": Given([None, 3]),
@@ -975,7 +980,7 @@ E(
     valid=False,
 )  # no model here: every case must be refused before any loading
 E(
-    P + "hf.dataset_files",
+    P + "hf.loading.dataset_files",
     lambda: (hf.dataset_files, dict(source=_text_dir(), suffixes=(".txt",), allow_download=False)),
     {
         "source": Given([None, 3, str(TMP / "nothing-here")]),

