@@ -484,3 +484,38 @@ def test_hook_axes_for_patching():
     assert model.hook_axes("blocks.0.attn.pattern") == (2, 1)
     with pytest.raises(ValueError, match="unknown hook"):
         model.hook_axes("blocks.9.resid_post")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_measure_attention_is_invariant_to_permuting_and_duplicating_the_context(fast):
+    """One layer, one head, no positions, no causal mask, no LayerNorm (the measure_attention_memory setting): the
+    output at the query (the last position) depends on the context only through its empirical measure. With the query
+    kept from attending to itself, permuting the context tokens or duplicating every one of them changes nothing."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(
+        vocab_size=1, n_ctx=1025, d_model=16, n_layers=1, n_heads=1, d_mlp=32,
+        positional="none", causal=False, layernorm=False, fast_attention=fast,
+    )  # fmt: skip
+    model = TinyTransformer(cfg).double()
+    g = torch.Generator().manual_seed(3)
+    ctx = torch.randn(4, 20, 16, generator=g, dtype=torch.float64)
+    query = torch.randn(4, 1, 16, generator=g, dtype=torch.float64)
+
+    def at_query(context):
+        s = context.shape[1] + 1
+        mask = torch.ones(s, s, dtype=torch.bool)
+        mask[-1, -1] = False  # the query reads the context measure only
+        return model(embeds=torch.cat([context, query], 1), attn_mask=mask, last_only=True)
+
+    base = at_query(ctx)
+    torch.testing.assert_close(at_query(ctx[:, torch.randperm(20, generator=g)]), base, atol=1e-12, rtol=0)
+    torch.testing.assert_close(at_query(torch.cat([ctx, ctx], 1)), base, atol=1e-12, rtol=0)
+    torch.testing.assert_close(at_query(ctx.repeat_interleave(3, dim=1)), base, atol=1e-12, rtol=0)
+    # without the mask the query is a key too; the measure of the whole sequence is what counts then
+    full = model(embeds=torch.cat([ctx, query], 1), last_only=True)
+    doubled = model(embeds=torch.cat([ctx, query, ctx, query], 1), last_only=True)
+    torch.testing.assert_close(doubled, full, atol=1e-12, rtol=0)
+    # a test that can fail: changing one context token does change the output
+    changed = ctx.clone()
+    changed[:, 0] += 1.0
+    assert (at_query(changed) - base).abs().max() > 1e-6

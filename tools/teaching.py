@@ -37,6 +37,7 @@ PATHS = {
         ("Influence, extreme values and the size of a test", ["influential_sets"]),
         ("Distribution shift under hidden confounding: what boosted trees' leaves know", ["boosting_ood"]),
         ("Property testing and query complexity", ["correlation_clustering_testing"]),
+        ("Attention as associative memory on measures: recall, rates and long contexts", ["measure_attention_memory"]),
         ("Score matching as estimation: the Fisher-divergence gap", ["diffusion_memorization"]),
         ("Benchmarking optimizers: tuning, scaling fits, rankings", ["optimizer_benchmark"]),
         ("Choosing data with small proxy runs: rankings, tuning and learning rates", ["proxy_data_selection"]),
