@@ -396,3 +396,9 @@ def test_plain_claim_has_no_slack_unless_given():
     assert (c.bound, c.slack) == (2.0, 1.0)
     with pytest.raises(TypeError, match="slack"):
         claim("r", "s", 3, True, slack="wide")
+
+
+def test_a_claim_left_as_a_cells_last_value_displays_nothing_more():
+    """IPython calls _ipython_display_ instead of showing the repr; the row was published when it was recorded."""
+    c = claim_at_least("shown_once", "a value shown once", 1.0, 0.5)
+    assert c._ipython_display_() is None and repr(c).startswith("Claim(name='shown_once'")

@@ -124,6 +124,10 @@ class Claim:
         """Whether this result supports the paper's statement: a check's ``passed``, a report's ``holds``."""
         return _established(self.kind, self.passed, self.holds)
 
+    def _ipython_display_(self) -> None:
+        """Nothing: the row was shown when the result was recorded, so a ``claim_*(...)`` call left as a cell's last
+        line does not add the dataclass's repr below it (``repr`` itself is unchanged)."""
+
 
 def _established(kind: str, passed: Any, holds: Any) -> Any:
     return holds if kind == "report" else passed
