@@ -69,6 +69,14 @@ def _literal(node):
     return ast.literal_eval(node)
 
 
+def _knob(node):
+    """A knob's value, or None when it is an expression (``LR[2:6]``) rather than a literal."""
+    try:
+        return _literal(node)
+    except ValueError:
+        return None
+
+
 def scales_table(nb_path: Path) -> dict:
     """The chapter's ``SCALES = {...}`` table, read from the source without running it (a knob whose value is an
     expression, such as ``LR[2:6]``, reads as None and is left out of the switch rule)."""
@@ -80,19 +88,12 @@ def scales_table(nb_path: Path) -> dict:
         for stmt in ast.parse(_src(cell)).body:
             if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "SCALES" for t in stmt.targets):
                 table = {}
-                for key, value in zip(stmt.value.keys, stmt.value.values, strict=True):
-                    knobs = (
-                        value.keywords if isinstance(value, ast.Call) else zip(value.keys, value.values, strict=True)
-                    )
-                    pairs = [(k.arg, k.value) for k in knobs] if isinstance(value, ast.Call) else knobs
-                    row = {}
-                    for name, node in pairs:
-                        name = name if isinstance(name, str) else ast.literal_eval(name)
-                        try:
-                            row[name] = _literal(node)
-                        except ValueError:
-                            row[name] = None
-                    table[ast.literal_eval(key)] = row
+                for key, row in zip(stmt.value.keys, stmt.value.values, strict=True):  # row: dict(...) or {...}
+                    if isinstance(row, ast.Call):
+                        pairs = [(kw.arg, kw.value) for kw in row.keywords]
+                    else:
+                        pairs = [(ast.literal_eval(k), v) for k, v in zip(row.keys, row.values, strict=True)]
+                    table[ast.literal_eval(key)] = {name: _knob(node) for name, node in pairs}
                 return table
     raise AssertionError(f"{nb_path.name}: no SCALES table")
 

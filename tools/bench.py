@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no bench file at {out}: run `make bench` first")
         bench = json.loads(out.read_text())
         have = {(Path(r["notebook"]).stem, r["scale"]) for r in bench["runs"]}
-        missing = [f"{nb.stem} [{s}]" for nb in list_chapters(ROOT / "_toc.yml") for s in ("ci", "book")]
-        missing = [m for m in missing if tuple(m[:-1].split(" [")) not in have]
+        chapters = list_chapters(ROOT / "_toc.yml")
+        missing = [f"{nb.stem} [{s}]" for nb in chapters for s in ("ci", "book") if (nb.stem, s) not in have]
         if missing:
             parser.error(f"the last bench file lacks {', '.join(missing)}: run `make bench` (or --only ... --merge)")
         for run in bench["runs"]:
