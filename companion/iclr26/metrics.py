@@ -131,13 +131,19 @@ def ksg_mi(x, y, k: int = 5, *, base: float = 2.0, jitter: float = 1e-10, seed=0
     k = as_int(k, "k", low=1)
     if xs.shape[0] != ys.shape[0]:
         raise ValueError(f"x and y must hold the same number of samples, got {xs.shape[0]} and {ys.shape[0]}")
-    if xs.shape[0] <= k:
-        raise ValueError(f"k must be smaller than the number of samples ({xs.shape[0]}), got {k}")
+    k, base, jitter = _ksg_options(k, xs.shape[0], base, jitter)
+    return _ksg(xs, ys, k, base, jitter, as_generator(seed))
+
+
+def _ksg_options(k, n: int, base, jitter) -> tuple[int, float, float]:
+    """``k`` (below the ``n`` samples), the logarithm's ``base`` (positive, not 1) and ``jitter``, checked."""
+    k = as_int(k, "k", low=1)
+    if n <= k:
+        raise ValueError(f"k must be smaller than the number of samples ({n}), got {k}")
     base = as_float(base, "base", 0.0, low_open=True)
     if base == 1.0:
         raise ValueError("base must not be 1 (log 1 = 0)")
-    jitter = as_float(jitter, "jitter", 0.0)
-    return _ksg(xs, ys, k, base, jitter, as_generator(seed))
+    return k, base, as_float(jitter, "jitter", 0.0)
 
 
 def conditional_mi(
@@ -163,13 +169,7 @@ def conditional_mi(
         raise ValueError(f"a, b and c must hold the same number of samples, got {sizes}")
     if not isinstance(clip, (bool, np.bool_)):
         raise TypeError(f"clip must be a bool, got {type(clip).__name__}")
-    k = as_int(k, "k", low=1)
-    if a_.shape[0] <= k:
-        raise ValueError(f"k must be smaller than the number of samples ({a_.shape[0]}), got {k}")
-    base = as_float(base, "base", 0.0, low_open=True)
-    if base == 1.0:
-        raise ValueError("base must not be 1 (log 1 = 0)")
-    jitter = as_float(jitter, "jitter", 0.0)
+    k, base, jitter = _ksg_options(k, a_.shape[0], base, jitter)
     joint = _ksg(a_, np.hstack([b_, c_]), k, base, jitter, as_generator(seed))
     given = _ksg(a_, c_, k, base, jitter, as_generator(seed))
     value = joint - given
