@@ -2,8 +2,6 @@
 trained on the whole batch; resume from rank 0's checkpoint works; batches are sharded by rank as documented."""
 
 import json
-import os
-import subprocess
 import sys
 from collections import namedtuple
 from pathlib import Path
@@ -65,28 +63,10 @@ def _reference(steps: int):
     return model.state_dict(), history
 
 
-def _torchrun(tmp_path: Path, mode: str) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(HERE / "distributed_worker.py"),
-        str(tmp_path),
-        mode,
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-
-
 @pytest.mark.kernel
 @pytest.mark.parametrize("mode", ["fit", "resume"])
-def test_two_gloo_ranks_match_one_process_on_the_whole_batch(tmp_path, mode):
-    _torchrun(tmp_path, mode)
+def test_two_gloo_ranks_match_one_process_on_the_whole_batch(tmp_path, mode, torchrun):
+    torchrun(HERE / "distributed_worker.py", tmp_path, mode)
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
     ref_state, ref_history = _reference(worker.STEPS)
     for name, want in ref_state.items():

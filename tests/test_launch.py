@@ -2,9 +2,6 @@
 the entry function trains through `fit`, and `save_result`/`load_results` carry the runs back to the notebook."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -72,28 +69,10 @@ def test_one_process_runs_the_tagged_cells_and_keeps_the_result(tmp_path):
 
 
 @pytest.mark.kernel
-def test_two_gloo_processes_under_torchrun_match_one(tmp_path):
+def test_two_gloo_processes_under_torchrun_match_one(tmp_path, torchrun):
     nb = _notebook(tmp_path)
     run_chapter(nb, tmp_path / "one", scale="book", seed=0)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        "-m",
-        "iclr26.book.launch",
-        str(nb),
-        "--scale",
-        "book",
-        "--out",
-        str(tmp_path / "two"),
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    torchrun("-m", "iclr26.book.launch", nb, "--scale", "book", "--out", tmp_path / "two", cwd=tmp_path)
     one, two = load_results(tmp_path / "one"), load_results(tmp_path / "two")
     assert list(two) == ["linear_book_seed0"]  # rank 0 alone wrote
     assert two["linear_book_seed0"]["final_loss"] == pytest.approx(one["linear_book_seed0"]["final_loss"], rel=1e-5)
