@@ -60,19 +60,19 @@ def _gpt2():
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
 
+# the tiny causal LMs' shared shape (GPT-2 names its fields differently)
+_TINY_LM = dict(
+    num_hidden_layers=2,
+    hidden_size=16,
+    num_attention_heads=2,
+    intermediate_size=32,
+    vocab_size=50,
+    max_position_embeddings=32,
+)
+
+
 def _llama():
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=2,
-        hidden_size=16,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=32,
-        vocab_size=50,
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
+    cfg = transformers.LlamaConfig(num_key_value_heads=2, bos_token_id=0, eos_token_id=0, pad_token_id=0, **_TINY_LM)
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
@@ -430,14 +430,7 @@ def _tiny_causal_lm(arch: str):
         return _gpt2()
     if arch == "llama":
         return _llama()
-    cfg = transformers.GPTNeoXConfig(
-        num_hidden_layers=2,
-        hidden_size=16,
-        num_attention_heads=2,
-        intermediate_size=32,
-        vocab_size=50,
-        max_position_embeddings=32,
-    )
+    cfg = transformers.GPTNeoXConfig(**_TINY_LM)
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 

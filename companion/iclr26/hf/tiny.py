@@ -69,6 +69,8 @@ def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
 
     lm = dict(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=len(vocab))
     lm.update(max_position_embeddings=64, bos_token_id=2, eos_token_id=7, pad_token_id=0)
+    vision = dict(num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8)  # DINOv2's and CLIP's
+    sizes = dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})  # their image processors'
     torch.manual_seed(seed)
     if kind == "gpt2":
         cfg = transformers.GPT2Config(
@@ -80,18 +82,10 @@ def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
     elif kind == "gpt_neox":
         model = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**lm))
     elif kind == "dinov2":
-        cfg = transformers.Dinov2Config(
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            image_size=32,
-            patch_size=8,
-        )
-        transformers.Dinov2Model(cfg).save_pretrained(folder)
-        transformers.BitImageProcessor(
-            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+        transformers.Dinov2Model(
+            transformers.Dinov2Config(hidden_size=32, intermediate_size=64, **vision)
         ).save_pretrained(folder)
+        transformers.BitImageProcessor(**sizes).save_pretrained(folder)
         return
     else:
         tok = _word_tokenizer(vocab)
@@ -101,9 +95,7 @@ def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
             "<image> {% else %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}"
             "{% if add_generation_prompt %}assistant : {% endif %}"
         )
-        image_processor = transformers.CLIPImageProcessor(
-            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
-        )
+        image_processor = transformers.CLIPImageProcessor(**sizes)
         processor = transformers.LlavaProcessor(
             image_processor=image_processor,
             tokenizer=tok,
@@ -112,17 +104,12 @@ def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
             vision_feature_select_strategy="default",
             num_additional_image_tokens=1,
         )
-        vision = transformers.CLIPVisionConfig(
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=32,
-            patch_size=8,
-        )
         text = transformers.LlamaConfig(num_key_value_heads=2, **lm)
         cfg = transformers.LlavaConfig(
-            vision_config=vision, text_config=text, image_token_index=3, vision_feature_select_strategy="default"
+            vision_config=transformers.CLIPVisionConfig(hidden_size=16, intermediate_size=32, **vision),
+            text_config=text,
+            image_token_index=3,
+            vision_feature_select_strategy="default",
         )
         transformers.LlavaForConditionalGeneration(cfg).save_pretrained(folder)
         processor.save_pretrained(folder)
