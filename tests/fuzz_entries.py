@@ -498,6 +498,16 @@ E(
     },
 )
 E(
+    P + "data.images.load_mnist_5k",
+    lambda: (images.load_mnist_5k, dict(n_per_digit=2, digits=[3])),
+    {
+        "size": Given([-1, "x", 0]),
+        "digits": Given([3, "3", [10], [-1], [], [1.5]]),
+        "n_per_digit": Given([0, 501, "x", 1.5]),
+        "channels": Given([2, "1"]),
+    },
+)
+E(
     P + "data.text.load_text_corpus",
     lambda: (lambda **kw: list(text.load_text_corpus(**kw)), dict(source=_text_dir(), allow_download=False)),
     {

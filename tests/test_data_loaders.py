@@ -418,3 +418,18 @@ def test_load_image_dataset_bad_input(tmp_path, pixels):
     np.savez(tmp_path / "float.npz", images=pixels.astype(np.float32))
     with pytest.raises(TypeError, match="uint8"):
         load_image_dataset(tmp_path / "float.npz")
+
+
+def test_load_mnist_5k_real_digits_offline():
+    from iclr26.data import load_mnist_5k
+
+    full = load_mnist_5k()
+    assert full.images.shape == (5000, 1, 28, 28) and full.classes == [str(d) for d in range(10)]
+    assert torch.equal(torch.bincount(full.labels), torch.full((10,), 500))
+    assert full.images.min() == -1 and full.images.max() == 1  # uint8 0..255 mapped to [-1, 1]
+    # a digit is drawn bright on a dark background: the border is background, the centre is ink on average
+    assert full.images[:, :, 0].mean() == -1 and full.images[:, :, 10:18, 10:18].mean() > -0.5
+    sub = load_mnist_5k(size=16, digits=[7, 3], n_per_digit=5, channels=3)
+    assert sub.images.shape == (10, 3, 16, 16) and sub.labels.tolist() == [3] * 5 + [7] * 5
+    first3 = full.images[full.labels == 3][:5]
+    assert torch.equal(load_mnist_5k(digits=[3], n_per_digit=5).images, first3)

