@@ -1476,6 +1476,29 @@ E(
 for m in ("encode", "sparse_forward", "forward", "loss"):
     E(P + f"sae.dictionary.TopKSAE.{m}", lambda m=m: (getattr(sae.TopKSAE(4, 6, 2), m), dict(x=_xs())), {"x": HOT})
 E(
+    P + "sae.archetypal.RelaxedArchetypalDictionary",
+    lambda: (sae.RelaxedArchetypalDictionary, dict(points=_xs(8), n_atoms=6)),
+    {"points": Floats(ranks=(2,)), "n_atoms": INT_POS, "delta": NONNEG, "use_multiplier": BOOL},
+)
+E(
+    P + "sae.archetypal.RelaxedArchetypalDictionary.forward",
+    lambda: (sae.RelaxedArchetypalDictionary(_xs(8), 6).forward, dict(z=randn(5, 6))),
+    {"z": HOT},
+)
+E(
+    P + "sae.batchtopk.BatchTopKSAE",
+    lambda: (sae.BatchTopKSAE, dict(d_in=4, width=6, k=2)),
+    {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "dictionary": Given([3, "x"]), "momentum": PROB},
+    extra=[X("k > width", lambda: (sae.BatchTopKSAE, dict(d_in=4, width=6, k=7)), "bad", "k")],
+)
+for m in ("encode", "forward", "loss"):
+    E(
+        P + f"sae.batchtopk.BatchTopKSAE.{m}",
+        lambda m=m: (getattr(sae.BatchTopKSAE(4, 6, 2), m), dict(x=_xs())),
+        {"x": HOT},
+    )
+E(P + "sae.batchtopk.BatchTopKSAE.decode", lambda: (sae.BatchTopKSAE(4, 6, 2).decode, dict(z=randn(5, 6))), {"z": HOT})
+E(
     P + "sae.loca.GroupedTopKSAE",
     lambda: (sae.GroupedTopKSAE, dict(d_in=4, group_sizes=(4, 4), group_ks=(1, 2))),
     {

@@ -6,6 +6,8 @@
     loss, metrics = sae.loss(x)                        # per-token squared error (+ sparsity penalty), logs
     fit_sae(sae, x, steps=1000, batch_size=512)        # AdamW, warmup-cosine, clipping via iclr26.train.fit
 
+    ra = BatchTopKSAE(d_in=32, width=64, k=4, dictionary=RelaxedArchetypalDictionary(centroids, 64))  # RA-SAE
+
     tfa = TemporalSAE(d_in=64, width=256, k=4)         # Temporal Feature Analysis (Lubana et al.)
     x_hat, out = tfa(x_seq)                            # x_seq: (batch, time, d_in)
     z_pred, z_nov = out["pred_codes"], out["novel_codes"]
@@ -38,17 +40,22 @@ The real-model path (``paper`` scale) reads residual activations of a transforme
 temporal data come from :func:`iclr26.data.planted_slow_fast`.
 
 The package, one concept a file: :mod:`~iclr26.sae.dictionary` (ReLU and TopK SAEs), :mod:`~iclr26.sae.kernel` (the
-k-sparse fast path), :mod:`~iclr26.sae.loca` (LocA-SAE), :mod:`~iclr26.sae.temporal` (TFA),
+k-sparse fast path), :mod:`~iclr26.sae.loca` (LocA-SAE), :mod:`~iclr26.sae.archetypal` (RA-SAE's dictionary),
+:mod:`~iclr26.sae.batchtopk` (BatchTopK), :mod:`~iclr26.sae.temporal` (TFA),
 :mod:`~iclr26.sae.training`, :mod:`~iclr26.sae.inference` (ISTA/FISTA) and :mod:`~iclr26.sae.metrics`.
 ``from iclr26.sae import TopKSAE`` is the way in.
 """
 
+from iclr26.sae import archetypal as _archetypal
+from iclr26.sae import batchtopk as _batchtopk
 from iclr26.sae import dictionary as _dictionary
 from iclr26.sae import inference as _inference
 from iclr26.sae import loca as _loca
 from iclr26.sae import metrics as _metrics
 from iclr26.sae import temporal as _temporal
 from iclr26.sae import training as _training
+from iclr26.sae.archetypal import *  # noqa: F403
+from iclr26.sae.batchtopk import *  # noqa: F403
 from iclr26.sae.dictionary import *  # noqa: F403 (each module's __all__)
 from iclr26.sae.inference import *  # noqa: F403
 from iclr26.sae.loca import *  # noqa: F403
@@ -58,6 +65,8 @@ from iclr26.sae.training import *  # noqa: F403
 
 __all__ = [
     *_dictionary.__all__,
+    *_archetypal.__all__,
+    *_batchtopk.__all__,
     *_loca.__all__,
     *_temporal.__all__,
     *_training.__all__,
