@@ -837,6 +837,18 @@ E(
         "x_T": Floats(none_ok=True, ranks=(2,), like=lambda: randn(2, 3)),
         "clip_x0": Given([NAN, -1.0, "x"], [None]),
         "generator": Given(["x", 3]),
+        "return_x0s": BOOL,
+    },
+)
+E(
+    P + "diffusion.ddim_invert",
+    lambda: (dif.ddim_invert, dict(model=_EPS, x0=randn(2, 3), sched=dif.make_schedule(10), steps=3)),
+    {
+        "model": Given([None, 3]),
+        "x0": Floats(ranks=(2, 3)),
+        "sched": OBJ,
+        "steps": Int(1, 10),
+        "clip_x0": Given([NAN, -1.0, "x"], [None]),
     },
 )
 _MEANS, _COVS, _W = torch.zeros(2, 2), torch.eye(2).repeat(2, 1, 1), torch.tensor([0.5, 0.5])
@@ -1218,6 +1230,11 @@ def _dit():
     return dit.TinyDiT(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)
 
 
+def _cond_dit():
+    torch.manual_seed(0)
+    return dit.TinyDiT(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2, cond_dim=3)
+
+
 E(
     P + "models.dit.TinyDiT",
     lambda: (dit.TinyDiT, dict(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)),
@@ -1230,12 +1247,22 @@ E(
         "heads": INT_POS,
         "mlp_ratio": POS,
         "fast_attention": BOOL,
+        "cond_dim": INT_NN,
     },
 )
 E(
     P + "models.dit.TinyDiT.forward",
     lambda: (_dit().forward, dict(x=randn(2, 1, 4, 4), t=torch.tensor([1, 5]))),
-    {"x": Floats(ranks=(4,), nan_ok=True), "t": Given([None, "x"], [torch.tensor([1.0, 5.0])])},
+    {
+        "x": Floats(ranks=(4,), nan_ok=True),
+        "t": Given([None, "x"], [torch.tensor([1.0, 5.0])]),
+        "cond": Given([torch.ones(2, 3), "x"], [None]),
+    },
+)
+E(
+    P + "models.dit.TinyDiT.forward (conditioned)",
+    lambda: (_cond_dit().forward, dict(x=randn(2, 1, 4, 4), t=torch.tensor([1, 5]), cond=randn(2, 3))),
+    {"cond": Given([None, torch.ones(2, 4), torch.ones(2, 3, dtype=torch.long), "x"], [])},
 )
 E(
     P + "models.dit.TinyDiT.set_gates",

@@ -11,6 +11,7 @@ from iclr26.diffusion import (
     Noised,
     NoiseSchedule,
     PrecisionRecall,
+    ddim_invert,
     ddim_sample,
     ddpm_sample,
     empirical_score,
@@ -316,3 +317,57 @@ def test_gmm_logpdf_matches_scipy_and_validates():
         gmm_logpdf(torch.zeros(2, 3, dtype=torch.float64), means, covs, w)
     with pytest.raises(TypeError):
         gmm_logpdf(x.numpy(), means, covs, w)
+
+
+def _gaussian_eps(sched, var):
+    """The exact ε-predictor of data ~ N(0, var·I): ε̂(x, k) = √(1-ᾱ) x / (ᾱ var + 1 - ᾱ)."""
+
+    def eps(x, k):
+        ab = sched.alpha_bars[k].reshape(-1, *([1] * (x.ndim - 1))).to(x.dtype)
+        return (1 - ab).sqrt() * x / (ab * var + 1 - ab)
+
+    return eps
+
+
+def test_ddim_return_x0s_ends_at_the_sample_and_changes_nothing_else():
+    sched = make_schedule(50)
+    eps = _gaussian_eps(sched, 0.25)
+    x_T = torch.randn(3, 1, 2, 2, generator=torch.Generator().manual_seed(1))
+    plain = ddim_sample(eps, (3, 1, 2, 2), sched, steps=10, x_T=x_T)
+    out, x0s = ddim_sample(eps, (3, 1, 2, 2), sched, steps=10, x_T=x_T, return_x0s=True)
+    assert torch.equal(out, plain)
+    assert x0s.shape == (10, 3, 1, 2, 2)
+    torch.testing.assert_close(x0s[-1], out)
+    with pytest.raises(TypeError, match="return_x0s"):
+        ddim_sample(eps, (3, 1, 2, 2), sched, steps=10, x_T=x_T, return_x0s="yes")
+
+
+def test_ddim_invert_round_trips_and_improves_with_more_steps():
+    sched = make_schedule(200)
+    eps = _gaussian_eps(sched, 0.25)
+    x0 = 0.5 * torch.randn(4, 1, 3, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    errs = {}
+    for steps in (5, 100):
+        x_T = ddim_invert(eps, x0, sched, steps=steps)
+        assert x_T.shape == x0.shape
+        back = ddim_sample(eps, tuple(x0.shape), sched, steps=steps, x_T=x_T, clip_x0=None)
+        errs[steps] = float((back - x0).pow(2).mean())
+    assert errs[100] < 1e-3 and errs[100] < errs[5]
+    # the inverted noise has about unit variance (x0 has variance 0.25)
+    assert 0.5 < float(ddim_invert(eps, x0, sched, steps=100).std()) < 2.0
+    # a point mass: every x̂_0 is the point, so inversion then sampling is exact
+    point = torch.full((2, 1, 2, 2), 0.3, dtype=torch.float64)
+    exact = lambda x, k: (
+        (x - sched.alpha_bars[k].sqrt()[:, None, None, None] * point)
+        / (1 - sched.alpha_bars[k]).sqrt()[:, None, None, None]
+    )
+    back = ddim_sample(exact, (2, 1, 2, 2), sched, steps=7, x_T=ddim_invert(exact, point, sched, steps=7), clip_x0=None)
+    torch.testing.assert_close(back, point)
+    with pytest.raises(TypeError, match="model"):
+        ddim_invert(None, x0, sched)
+    with pytest.raises(ValueError, match="steps"):
+        ddim_invert(eps, x0, sched, steps=0)
+    with pytest.raises(ValueError, match="x0"):
+        ddim_invert(eps, torch.ones(3), sched)
+    with pytest.raises(ValueError, match="clip_x0"):
+        ddim_invert(eps, x0, sched, clip_x0=-1.0)

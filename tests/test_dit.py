@@ -260,3 +260,34 @@ def test_gate_grads_per_example_match_one_backward_per_example():
     with pytest.raises(TypeError, match="batch_size"):
         with gate_grads(m, batch_size=2.0):
             pass
+
+
+def test_dit_condition_adds_an_mlp_of_s_to_c_and_leaves_the_unconditioned_model_unchanged():
+    torch.manual_seed(0)
+    plain = TinyDiT(img_size=4, patch=2, dim=8, depth=1, heads=2)
+    torch.manual_seed(0)
+    cond = TinyDiT(img_size=4, patch=2, dim=8, depth=1, heads=2, cond_dim=3)
+    assert plain.cond_mlp is None and plain.cond_dim == 0
+    # the shared parameters initialise identically: the condition MLP is built last
+    shared = dict(plain.named_parameters())
+    for name, p in cond.named_parameters():
+        if not name.startswith("cond_mlp"):
+            assert torch.equal(p, shared[name]), name
+    for m in (cond.blocks[0].ada[1], cond.final_ada[1], cond.final):  # make c matter
+        torch.nn.init.normal_(m.weight, std=0.3)
+    x, t = torch.randn(2, 1, 4, 4), torch.tensor([3, 7])
+    s = torch.randn(2, 3)
+    _, cache = cond.run_with_cache(x, t, cond=s, names=["cond"])
+    expect = cond.t_mlp(timestep_embedding(t, 8)) + cond.cond_mlp(s)
+    torch.testing.assert_close(cache["cond"], expect)
+    assert not torch.allclose(cond(x, t, cond=s), cond(x, t, cond=s + 1))
+    with pytest.raises(ValueError, match="cond"):
+        cond(x, t)
+    with pytest.raises(ValueError, match="cond"):
+        cond(x, t, cond=torch.randn(2, 4))
+    with pytest.raises(TypeError, match="cond"):
+        cond(x, t, cond=torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="cond"):
+        plain(x, t, cond=s)
+    with pytest.raises(ValueError, match="cond_dim"):
+        TinyDiT(img_size=4, patch=2, dim=8, depth=1, heads=2, cond_dim=-1)

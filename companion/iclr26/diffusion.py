@@ -6,7 +6,8 @@ Two time conventions live side by side, because the theory papers and the image 
   ``σ_t² = 1 - exp(-t)`` (:func:`ou_alpha_sigma`, :func:`ou_noise`, :func:`score_loss`, :func:`ou_sample`);
 * **discrete DDPM time** ``k = 0 … T-1`` (the image models): a :class:`NoiseSchedule` of ``β_k`` with
   ``ᾱ_k = ∏ (1 - β_j)`` and ``x_k = √ᾱ_k x_0 + √(1-ᾱ_k) ε`` (:func:`q_sample`, :func:`eps_loss`,
-  :func:`ddpm_sample`, :func:`ddim_sample`).
+  :func:`ddpm_sample`, :func:`ddim_sample`, whose ``return_x0s=True`` also returns every step's prediction
+  ``x̂_0``, and its deterministic inverse :func:`ddim_invert`).
 
 Closed forms for checking a learned score: the exact score of a noised Gaussian mixture (:func:`gmm_score`) and
 the *empirical* score, i.e. the exact score of the noised training set, the minimiser of the denoising loss on that
@@ -45,6 +46,7 @@ __all__ = [
     "eps_loss",
     "ddpm_sample",
     "ddim_sample",
+    "ddim_invert",
     "gmm_sample",
     "gmm_score",
     "gmm_logpdf",
@@ -362,10 +364,13 @@ def ddim_sample(
     device: str | torch.device = "cpu",
     x_T: torch.Tensor | None = None,
     clip_x0: float | None = 1.0,
-) -> torch.Tensor:
+    return_x0s: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """DDIM sampling on ``steps`` evenly spaced steps; ``eta=0`` is deterministic (probability-flow-like).
 
     ``x̂_0`` is clipped to ``±clip_x0`` at every step (``None`` to skip); ε is then recomputed from the clipped ``x̂_0``.
+    ``return_x0s=True`` returns ``(x, x0s)``: ``x0s`` of shape ``(steps, *shape)`` holds the prediction ``x̂_0`` made at
+    every step, noisiest first (with ``eta=0`` the last one is the sample itself).
     """
     if not callable(model):
         raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
@@ -375,6 +380,7 @@ def ddim_sample(
     eta = as_float(eta, "eta", 0.0, 1.0)
     shape = _check_shape(shape)
     clip_x0 = None if clip_x0 is None else as_float(clip_x0, "clip_x0", 0.0, low_open=True)
+    return_x0s = as_bool(return_x0s, "return_x0s")
     if x_T is None:
         x = torch.randn(shape, generator=generator, device="cpu").to(device)
     else:
@@ -383,6 +389,7 @@ def ddim_sample(
             raise ValueError(f"x_T must have shape {shape}")
     ks = torch.linspace(sched.T - 1, 0, steps).round().long().tolist()
     ab = sched.alpha_bars
+    x0s = []
     for i, k in enumerate(ks):
         kk = torch.full((shape[0],), k, device=device, dtype=torch.long)
         eps = _model_output(model(x, kk), x, "model")
@@ -392,10 +399,53 @@ def ddim_sample(
         if clip_x0 is not None:
             x0 = x0.clamp(-clip_x0, clip_x0)
             eps = (x - a_t.sqrt() * x0) / (1 - a_t).sqrt()
+        if return_x0s:
+            x0s.append(x0)
         sig = eta * ((1 - a_prev) / (1 - a_t) * (1 - a_t / a_prev)).clamp(min=0).sqrt()
         x = a_prev.sqrt() * x0 + (1 - a_prev - sig**2).clamp(min=0).sqrt() * eps
         if eta > 0 and i + 1 < len(ks):
             x = x + sig * torch.randn(shape, generator=generator, device="cpu").to(device)
+    return (x, torch.stack(x0s)) if return_x0s else x
+
+
+@torch.no_grad()
+def ddim_invert(
+    model: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    sched: NoiseSchedule,
+    steps: int = 50,
+    clip_x0: float | None = None,
+) -> torch.Tensor:
+    """Deterministic DDIM inversion: the noise ``x_T`` from which :func:`ddim_sample` (``eta=0``, same ``steps``)
+    returns approximately ``x0``.
+
+    Runs the sampler's steps backwards, from the clean image up to step ``T-1``: at each state ``x`` of timestep
+    ``k`` (0 for the clean image), ``ε = model(x, k)``, ``x̂_0 = (x - √(1-ᾱ_k) ε)/√ᾱ_k`` (optionally clipped) and the
+    next state is ``√ᾱ_next x̂_0 + √(1-ᾱ_next) ε`` (the ``reverse_sample_loop`` of guided-diffusion, which Patronus
+    uses for editing). It is exact only as the steps shrink, since ε is read at the state one has, not the one sought.
+    """
+    if not callable(model):
+        raise TypeError(f"model must be a callable (x_k, k) -> predicted noise, got {type(model).__name__}")
+    x = _tensor(x0, "x0")
+    if x.ndim < 2:
+        raise ValueError(f"x0 must have shape (batch, ...) with at least one feature axis, got {tuple(x.shape)}")
+    sched = _check_sched(sched).to(x.device)
+    steps = as_int(steps, "steps", 1, sched.T)
+    clip_x0 = None if clip_x0 is None else as_float(clip_x0, "clip_x0", 0.0, low_open=True)
+    ks = torch.linspace(sched.T - 1, 0, steps).round().long().tolist()[::-1]  # the sampler's steps, ascending
+    ab = sched.alpha_bars
+    k_cur, a_cur = 0, torch.tensor(1.0, device=x.device)
+    for k_next in ks:
+        kk = torch.full((x.shape[0],), k_cur, device=x.device, dtype=torch.long)
+        eps = _model_output(model(x, kk), x, "model")
+        x0_hat = (x - (1 - a_cur).sqrt() * eps) / a_cur.sqrt()
+        if clip_x0 is not None:
+            x0_hat = x0_hat.clamp(-clip_x0, clip_x0)
+            if a_cur < 1:
+                eps = (x - a_cur.sqrt() * x0_hat) / (1 - a_cur).sqrt()
+        a_next = ab[k_next]
+        x = a_next.sqrt() * x0_hat + (1 - a_next).sqrt() * eps
+        k_cur, a_cur = k_next, a_next
     return x
 
 

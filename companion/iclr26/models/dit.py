@@ -3,8 +3,13 @@
     model = TinyDiT(img_size=8, patch=2, in_channels=1, dim=64, depth=4, heads=4)
     eps = model(x_k, k)                       # x_k: (B, C, H, W), k: (B,) timesteps (int or float)
 
+    model = TinyDiT(img_size=16, patch=4, cond_dim=12)   # conditioned on a vector s (B, 12)
+    eps = model(x_k, k, cond=s)               # c = t_mlp(emb(k)) + cond_mlp(s)
+
 The pieces read as in the DiT paper: :func:`patchify` → linear patch embedding + fixed 2-D sin-cos positions;
-:func:`timestep_embedding` → MLP → conditioning vector ``c``; ``depth`` :class:`DiTBlock` s with **adaLN-Zero**
+:func:`timestep_embedding` → MLP → conditioning vector ``c`` (with ``cond_dim > 0``, plus an MLP of a condition
+vector ``s``, as Patronus adds an MLP of its prototype similarities to the time embedding);
+``depth`` :class:`DiTBlock` s with **adaLN-Zero**
 (``c`` regresses shift/scale/gate of both sub-layers, initialised to zero so each block starts as the identity);
 a final adaLN layer and :func:`unpatchify`.
 
@@ -187,6 +192,8 @@ class TinyDiT(HookedModule):
     """A small DiT predicting the noise ε of ``(B, C, H, W)`` images at timesteps ``t`` (shape ``(B,)``).
 
     Hook points: see the module docstring. ``fast_attention=False`` makes every layer build its attention pattern.
+    ``cond_dim > 0``: ``forward`` takes ``cond`` of shape ``(B, cond_dim)``, and ``c = t_mlp(emb(t)) + cond_mlp(cond)``
+    (``cond_mlp``: Linear → SiLU → Linear); ``cond_dim = 0`` (the default) takes no condition.
     """
 
     def __init__(
@@ -200,6 +207,7 @@ class TinyDiT(HookedModule):
         mlp_ratio: float = 4.0,
         *,
         fast_attention: bool = True,
+        cond_dim: int = 0,
     ) -> None:
         super().__init__()
         img_size, patch = as_int(img_size, "img_size", low=1), as_int(patch, "patch", low=1)
@@ -226,6 +234,11 @@ class TinyDiT(HookedModule):
             nn.init.zeros_(m.bias)
         self.hook_embed = HookPoint("embed")
         self.hook_cond = HookPoint("cond")
+        # built last, so that a model without a condition initialises exactly as before
+        self.cond_dim = as_int(cond_dim, "cond_dim", low=0)
+        self.cond_mlp = (
+            nn.Sequential(nn.Linear(self.cond_dim, dim), nn.SiLU(), nn.Linear(dim, dim)) if self.cond_dim else None
+        )
 
     def _hook_order(self) -> list[str]:
         order = ["embed", "cond"]
@@ -253,7 +266,7 @@ class TinyDiT(HookedModule):
             b.attn.gate = g.detach().to(b.attn.gate.device, b.attn.gate.dtype).clone()
 
     # -------------------------------------------------------------------------------------- forward
-    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
         x = float_tensor(x, "x", ndim=4, finite=False, dtype=next(self.parameters()).dtype)
         if tuple(x.shape[1:]) != (self.in_channels, self.img_size, self.img_size):
             raise ValueError(
@@ -264,7 +277,18 @@ class TinyDiT(HookedModule):
         if t.shape != (x.shape[0],):
             raise ValueError(f"t must be a tensor of shape ({x.shape[0]},), got {tuple(t.shape)}")
         h = self.hook_embed(self.embed(patchify(x, self.patch)) + self.pos)
-        c = self.hook_cond(self.t_mlp(timestep_embedding(t, self.dim).to(h.dtype)))
+        c = self.t_mlp(timestep_embedding(t, self.dim).to(h.dtype))
+        if self.cond_mlp is None:
+            if cond is not None:
+                raise ValueError("cond was given but the model has cond_dim=0 (build it with cond_dim > 0)")
+        else:
+            if cond is None:
+                raise ValueError(f"cond must be a tensor of shape ({x.shape[0]}, {self.cond_dim}), got None")
+            cond = float_tensor(cond, "cond", ndim=2, finite=False, dtype=h.dtype)
+            if tuple(cond.shape) != (x.shape[0], self.cond_dim):
+                raise ValueError(f"cond must have shape ({x.shape[0]}, {self.cond_dim}), got {tuple(cond.shape)}")
+            c = c + self.cond_mlp(cond)
+        c = self.hook_cond(c)
         for block in self.blocks:
             h = block(h, c)
         shift, scale = self.final_ada(c).chunk(2, dim=-1)
