@@ -1051,6 +1051,11 @@ E(
     {"model": OBJ, "name": Given([None, 3, "no.such"]), "vector": Floats(ranks=(1, 2, 3)), "scale": REAL},
 )
 E(
+    P + "hooks.steer_layers",
+    lambda: (hooks.steer_layers, dict(model=_tiny(), vectors={"blocks.0": torch.zeros(8)}, scale=1.0)),
+    {"model": OBJ, "vectors": Given([None, 3, {}, {"no.such": torch.zeros(8)}, {"blocks.0": "a"}]), "scale": REAL},
+)
+E(
     P + "hooks.patch",
     lambda: (
         hooks.patch,

@@ -340,3 +340,47 @@ def test_steer_and_patch_on_hook_points_match_the_models_own_api():
     with pytest.raises(ValueError, match="heads"):
         with patch(model, {"blocks.0": cf["blocks.0.resid_post"]}, heads=[0]):
             pass
+
+
+def test_steer_layers_adds_one_vector_per_layer_on_both_model_kinds(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from iclr26.hf import write_tiny_model
+    from iclr26.hooks import capture, steer, steer_layers
+
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=11, n_ctx=6, d_model=8, n_layers=2, n_heads=2, d_mlp=16))
+    x = torch.randint(0, 11, (3, 6))
+    names = ["blocks.0.resid_post", "blocks.1.resid_post"]
+    vs = {n: torch.randn(8) for n in names}
+    with torch.no_grad():
+        base = model(x)
+        with steer_layers(model, vs, scale=0.0):  # c = 0 is the identity
+            assert torch.equal(model(x), base)
+        with steer_layers(model, {names[0]: vs[names[0]]}, scale=2.0):
+            one = model(x)
+        with steer(model, names[0], vs[names[0]], scale=2.0):
+            assert torch.allclose(model(x), one)
+        with steer_layers(model, vs, scale=2.0):
+            both = model(x)
+        with steer(model, names[0], vs[names[0]], scale=2.0), steer(model, names[1], vs[names[1]], scale=2.0):
+            assert torch.allclose(model(x), both)
+        assert not torch.allclose(both, base)
+        assert torch.equal(model(x), base)  # hooks removed on exit
+    lm = AutoModelForCausalLM.from_pretrained(write_tiny_model("llama", tmp_path / "llama")).eval()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    d = lm.config.hidden_size
+    layer_vs = {"model.layers.0": torch.randn(d), "model.layers.1": torch.randn(d)}
+    with torch.no_grad():
+        with capture(lm, list(layer_vs)) as plain:
+            lm(ids)
+        plain = {k: v.clone() for k, v in plain.items()}
+        with steer_layers(lm, layer_vs, scale=1.5), capture(lm, "model.layers.0") as st:
+            lm(ids)
+        assert torch.allclose(st["model.layers.0"], plain["model.layers.0"] + 1.5 * layer_vs["model.layers.0"], atol=1e-5)
+    with pytest.raises(TypeError, match="vectors"), steer_layers(model, {}):
+        pass
+    with pytest.raises(ValueError, match="vectors key"), steer_layers(model, {"no.such": torch.ones(8)}):
+        pass
+    with pytest.raises(ValueError, match="width"), steer_layers(model, {names[0]: torch.ones(5)}), torch.no_grad():
+        model(x)

@@ -18,7 +18,7 @@ that replaces the value downstream.
 The same verbs work on any torch model, ours or a transformers one, through one vocabulary of *sites* named by a
 string — a hook point of a :class:`HookedModule`, or else a submodule of ``model.named_modules()`` (its output's hidden
 state): :func:`capture` records values, :func:`steer` adds a vector, :func:`patch` copies another run's values in
-(activation patching); :func:`forward_hooks` registers raw forward hooks on submodules and :func:`block_names` lists a
+(activation patching), :func:`steer_layers` steers a set of layers at once; :func:`forward_hooks` registers raw forward hooks on submodules and :func:`block_names` lists a
 model's blocks::
 
     with capture(lm, ["model.layers.3"]) as acts:             # a transformers LLaMA
@@ -44,7 +44,17 @@ from torch import nn
 
 from iclr26.validate import as_bool, as_float, as_int, as_module, float_tensor
 
-__all__ = ["HookPoint", "HookFn", "HookedModule", "capture", "steer", "patch", "forward_hooks", "block_names"]
+__all__ = [
+    "HookPoint",
+    "HookFn",
+    "HookedModule",
+    "capture",
+    "steer",
+    "steer_layers",
+    "patch",
+    "forward_hooks",
+    "block_names",
+]
 
 HookFn = Callable[[torch.Tensor, str], "torch.Tensor | None"]
 
@@ -488,6 +498,33 @@ def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0)
         return _with_main_output(output, _add(_main_output(output, name), vector, scale, name), name)
 
     with forward_hooks(model, {name: hook}):
+        yield model
+
+
+@contextmanager
+def steer_layers(
+    model: nn.Module, vectors: Mapping[str, torch.Tensor], scale: float = 1.0
+) -> Iterator[nn.Module]:
+    """:func:`steer` at a set of sites at once: ``vectors`` maps each name (a hook point, or a submodule whose output
+    hidden state is steered — ``"blocks.1.resid_post"`` or ``"model.layers.3"``) to its own vector, and every site
+    gets ``scale * vectors[name]`` for the length of a ``with`` block; yields ``model``.
+
+    This is steering over a layer set, ``h_l <- h_l + scale * v_l`` for every ``l`` in it (one vector per layer, as
+    a per-layer mean difference gives). Every name and vector is checked before any hook is registered; the hooks
+    are removed on exit, even when the block raises.
+    """
+    as_module(model)
+    if not isinstance(vectors, Mapping) or not vectors:
+        raise TypeError(f"vectors must be a non-empty dict name -> vector, got {vectors!r:.60}")
+    for name, vector in vectors.items():
+        _site(model, name, "vectors key")
+        vector = float_tensor(vector, f"vectors[{name!r}]")
+        if vector.ndim == 0:
+            raise ValueError(f"vectors[{name!r}] must have at least one dimension, got a scalar")
+    scale = as_float(scale, "scale")
+    with contextlib.ExitStack() as stack:
+        for name, vector in vectors.items():
+            stack.enter_context(steer(model, name, vector, scale))
         yield model
 
 
