@@ -1052,8 +1052,15 @@ E(
 )
 E(
     P + "hooks.steer_layers",
-    lambda: (hooks.steer_layers, dict(model=_tiny(), vectors={"blocks.0": torch.zeros(8)}, scale=1.0)),
-    {"model": OBJ, "vectors": Given([None, 3, {}, {"no.such": torch.zeros(8)}, {"blocks.0": "a"}]), "scale": REAL},
+    lambda: (hooks.steer_layers, dict(model=_tiny(), vectors={"blocks.0": torch.zeros(8)}, scale=1.0, positions=None)),
+    {
+        "model": OBJ,
+        "vectors": Given(
+            [None, 3, {}, {"no.such": torch.zeros(8)}, {"blocks.0": "a"}, {"blocks.0": torch.zeros(2, 8)}]
+        ),
+        "scale": REAL,
+        "positions": Given(["a", [], 1.5, [-1]]),
+    },
 )
 E(
     P + "hooks.patch",

@@ -377,10 +377,31 @@ def test_steer_layers_adds_one_vector_per_layer_on_both_model_kinds(tmp_path):
         plain = {k: v.clone() for k, v in plain.items()}
         with steer_layers(lm, layer_vs, scale=1.5), capture(lm, "model.layers.0") as st:
             lm(ids)
-        assert torch.allclose(st["model.layers.0"], plain["model.layers.0"] + 1.5 * layer_vs["model.layers.0"], atol=1e-5)
+        assert torch.allclose(
+            st["model.layers.0"], plain["model.layers.0"] + 1.5 * layer_vs["model.layers.0"], atol=1e-5
+        )
+        with steer_layers(lm, layer_vs, scale=1.5, positions=[3]), capture(lm, "model.layers.0") as st:
+            lm(ids)
+        d0 = st["model.layers.0"] - plain["model.layers.0"]
+        assert torch.allclose(d0[0, 3], 1.5 * layer_vs["model.layers.0"], atol=1e-5) and torch.allclose(
+            d0[0, :3], torch.zeros(3, d)
+        )
+        with steer_layers(model, vs, scale=2.0, positions=range(2)), capture(model, names[0]) as first:
+            model(x)
+        with capture(model, names[0]) as plain0:
+            model(x)
+        diff = first[names[0]] - plain0[names[0]]
+        assert torch.allclose(diff[:, :2], 2.0 * vs[names[0]].expand(3, 2, 8), atol=1e-5)
+        assert torch.equal(diff[:, 2:], torch.zeros(3, 4, 8))
+        with steer_layers(model, vs, scale=2.0, positions=[0, 99]):  # beyond the length: skipped
+            model(x)
     with pytest.raises(TypeError, match="vectors"), steer_layers(model, {}):
         pass
     with pytest.raises(ValueError, match="vectors key"), steer_layers(model, {"no.such": torch.ones(8)}):
         pass
     with pytest.raises(ValueError, match="width"), steer_layers(model, {names[0]: torch.ones(5)}), torch.no_grad():
         model(x)
+    with pytest.raises(ValueError, match="positions"), steer_layers(model, vs, positions=[-1]):
+        pass
+    with pytest.raises(ValueError, match="one vector"), steer_layers(model, {names[0]: torch.ones(2, 8)}):
+        pass

@@ -18,8 +18,8 @@ that replaces the value downstream.
 The same verbs work on any torch model, ours or a transformers one, through one vocabulary of *sites* named by a
 string — a hook point of a :class:`HookedModule`, or else a submodule of ``model.named_modules()`` (its output's hidden
 state): :func:`capture` records values, :func:`steer` adds a vector, :func:`patch` copies another run's values in
-(activation patching), :func:`steer_layers` steers a set of layers at once; :func:`forward_hooks` registers raw forward hooks on submodules and :func:`block_names` lists a
-model's blocks::
+(activation patching), :func:`steer_layers` steers a set of layers at once; :func:`forward_hooks` registers raw
+forward hooks on submodules and :func:`block_names` lists a model's blocks::
 
     with capture(lm, ["model.layers.3"]) as acts:             # a transformers LLaMA
         lm(ids)
@@ -503,28 +503,61 @@ def steer(model: nn.Module, name: str, vector: torch.Tensor, scale: float = 1.0)
 
 @contextmanager
 def steer_layers(
-    model: nn.Module, vectors: Mapping[str, torch.Tensor], scale: float = 1.0
+    model: nn.Module,
+    vectors: Mapping[str, torch.Tensor],
+    scale: float = 1.0,
+    positions: int | Sequence[int] | None = None,
 ) -> Iterator[nn.Module]:
     """:func:`steer` at a set of sites at once: ``vectors`` maps each name (a hook point, or a submodule whose output
     hidden state is steered — ``"blocks.1.resid_post"`` or ``"model.layers.3"``) to its own vector, and every site
     gets ``scale * vectors[name]`` for the length of a ``with`` block; yields ``model``.
 
     This is steering over a layer set, ``h_l <- h_l + scale * v_l`` for every ``l`` in it (one vector per layer, as
-    a per-layer mean difference gives). Every name and vector is checked before any hook is registered; the hooks
-    are removed on exit, even when the block raises.
+    a per-layer mean difference gives). ``positions`` (default: all) are the sequence positions (axis 1 of the
+    value) that are steered, e.g. ``range(prompt_len)`` to steer a prompt and not the tokens sampled after it;
+    positions beyond a pass's sequence length are skipped. They index axis 1 of the value as the pass computes it:
+    a pass that computes fewer positions (a key-value cache in ``generate``, ``TinyTransformer``'s
+    ``last_only=True``, which :func:`~iclr26.models.sample` asks for) counts them within that pass, so steer a prompt
+    with full passes (``sample(lambda t: model(t), ...)``). Every name and vector is checked before any hook is
+    registered; the hooks are removed on exit, even when the block raises.
     """
     as_module(model)
     if not isinstance(vectors, Mapping) or not vectors:
         raise TypeError(f"vectors must be a non-empty dict name -> vector, got {vectors!r:.60}")
+    sites, vecs = {}, {}
     for name, vector in vectors.items():
-        _site(model, name, "vectors key")
-        vector = float_tensor(vector, f"vectors[{name!r}]")
-        if vector.ndim == 0:
-            raise ValueError(f"vectors[{name!r}] must have at least one dimension, got a scalar")
+        sites[name] = _site(model, name, "vectors key")
+        vecs[name] = float_tensor(vector, f"vectors[{name!r}]")
+        if vecs[name].ndim != 1:
+            raise ValueError(f"vectors[{name!r}] must be one vector (d,), got shape {tuple(vecs[name].shape)}")
     scale = as_float(scale, "scale")
+    if isinstance(positions, range):
+        positions = list(positions)
+    pos = _index_list(positions, "positions")
+    if pos is not None and any(i < 0 for i in pos):
+        raise ValueError(f"positions must be ≥ 0 (counted from the start), got {pos}")
+
+    def add(vector: torch.Tensor) -> Callable[[torch.Tensor, str], torch.Tensor]:
+        def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+            if pos is None:
+                return _add(x, vector, scale, name)
+            if x.dim() < 3:
+                raise ValueError(f"positions: {name!r} has shape {tuple(x.shape)}, no sequence axis 1 to index")
+            keep = torch.zeros(x.shape[1], dtype=x.dtype, device=x.device)
+            idx = [i for i in pos if i < x.shape[1]]
+            keep[idx] = 1
+            return _add(x, keep[:, None] * vector.to(device=x.device, dtype=x.dtype), scale, name)
+
+        return fn
+
     with contextlib.ExitStack() as stack:
-        for name, vector in vectors.items():
-            stack.enter_context(steer(model, name, vector, scale))
+        for name, (kind, site) in sites.items():
+            fn = add(vecs[name])
+            if kind == "point":
+                stack.enter_context(_point_fn(site, fn))
+            else:
+                hook = (lambda f, n: lambda m, i, out: _with_main_output(out, f(_main_output(out, n), n), n))(fn, name)
+                stack.enter_context(forward_hooks(model, {name: hook}))
         yield model
 
 
