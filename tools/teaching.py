@@ -30,6 +30,7 @@ PATHS = {
         ("Sparse autoencoders and a temporal prior", ["temporal_sae"]),
         ("What amortised SAE inference costs", ["loca_sae"]),
         ("Binding in vision-language models", ["vlm_binding"]),
+        ("Steering an evaluation-aware model organism", ["eval_awareness_steering"]),
         ("Memorisation and attention heads in diffusion models", ["diffusion_memorization"]),
         ("Explaining a model's decisions: counterfactuals", ["cola_counterfactuals"]),
     ],
