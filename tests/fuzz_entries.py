@@ -1783,6 +1783,150 @@ E(
     {"z": Z, "labels": LAB},
 )
 
+
+# transcoders and Circuit Insights (WeightLens, CircuitLens): iclr26.sae.transcoder, iclr26.sae.circuit_insights
+def _tc():
+    torch.manual_seed(0)
+    return sae.Transcoder(4, 6, d_out=3)
+
+
+E(
+    P + "sae.transcoder.Transcoder",
+    lambda: (sae.Transcoder, dict(d_in=4, width=6, d_out=3, l1=0.01)),
+    {"d_in": INT_POS, "width": INT_POS, "d_out": Int(low=1, none_ok=True), "l1": NONNEG, "k": Int(low=1, none_ok=True)},
+    extra=[X("k > width", lambda: (sae.Transcoder, dict(d_in=4, width=6, k=7)), "bad", "k")],
+)
+for m in ("pre_activations", "encode", "forward"):
+    E(P + f"sae.transcoder.Transcoder.{m}", lambda m=m: (getattr(_tc(), m), dict(x=_xs())), {"x": HOT})
+E(P + "sae.transcoder.Transcoder.decode", lambda: (_tc().decode, dict(z=randn(16, 6).relu())), {"z": HOT})
+E(P + "sae.transcoder.Transcoder.loss", lambda: (_tc().loss, dict(xy=randn(16, 7))), {"xy": XS})
+E(
+    P + "sae.transcoder.fit_transcoder",
+    lambda: (sae.fit_transcoder, dict(tc=_tc(), x=_xs(), y=randn(16, 3), steps=2, batch_size=8, progress=False)),
+    {
+        "tc": OBJ,
+        "x": XS,
+        "y": XS,
+        **{k: v for k, v in FIT_KINDS.items() if k != "weight_decay"},
+    },
+)
+
+
+def _tt():
+    torch.manual_seed(0)
+    return tr.TinyTransformer(
+        tr.TransformerConfig(vocab_size=16, n_ctx=6, d_model=4, n_heads=2, d_mlp=8, layernorm=False)
+    )
+
+
+E(
+    P + "sae.transcoder.splice",
+    lambda: (sae.splice, dict(model=_tt(), transcoders={0: sae.Transcoder(4, 6)})),
+    {
+        "model": OBJ,
+        "transcoders": Given([None, {}, {0: "x"}, {5: sae.Transcoder(4, 6)}, {-1: sae.Transcoder(4, 6)}]),
+        "error": BOOL,
+    },
+)
+DATA(
+    P + "sae.circuit_insights.WeightLensResult",
+    P + "sae.circuit_insights.Decomposition",
+    P + "sae.circuit_insights.Decomposition.sum",
+    P + "sae.circuit_insights.Decomposition.max_relative_error",
+)
+E(
+    P + "sae.circuit_insights.zscore_outliers",
+    lambda: (sae.zscore_outliers, dict(values=randn(20), threshold=2.0)),
+    {"values": Floats(ranks=(1,), f64="ok"), "threshold": Real(), "top": Int(low=2)},
+)
+
+
+def _wl_args():
+    torch.manual_seed(0)
+    W_E, enc, dec = randn(16, 4), randn(4, 3), randn(3, 4)
+    return dict(
+        W_E=W_E,
+        W_U=randn(4, 16),
+        encoders={0: enc},
+        decoders={0: dec},
+        feature_acts=lambda layer, ids: torch.relu(W_E[ids] @ enc),
+        bos=0,
+        threshold_tokens=1.0,
+    )
+
+
+E(
+    P + "sae.circuit_insights.weightlens",
+    lambda: (sae.weightlens, _wl_args()),
+    {
+        "W_E": Floats(ranks=(2,), f64="ok"),
+        "W_U": Floats(ranks=(2,), f64="ok"),
+        "encoders": Given([None, {}, {0: randn(5, 3)}, {0: "x"}]),
+        "decoders": Given([None, {}, {1: randn(3, 4)}]),
+        "feature_acts": Given([None, 3, lambda layer, ids: torch.zeros(1)]),
+        "bos": Int(low=0, high=15),
+        "threshold_tokens": Real(),
+        "threshold_features": Real(),
+        "top_tokens": Int(low=2),
+        "top_features": Int(low=2),
+        "link_layers": Given([3, ["x"], [-1]], [None, [0]]),
+        "features": Given([{0: [9]}, {0: ["x"]}], [None, {0: [1]}]),
+        "chunk": INT_POS,
+    },
+)
+TOKS = Tokens(ranks=(1, 2))
+E(
+    P + "sae.circuit_insights.activation_description",
+    lambda: (sae.activation_description, dict(acts=_xs(16, 3).relu(), tokens=torch.arange(16))),
+    {
+        "acts": Floats(ranks=(2, 3), f64="ok"),
+        "tokens": TOKS,
+        "n_top": INT_POS,
+        "rule": CHOICE,
+        "frac": PROB,
+        "min_count": INT_POS,
+    },
+)
+E(
+    P + "sae.circuit_insights.detection_f1",
+    lambda: (sae.detection_f1, dict(descriptions=[[1], [], [2, 3]], acts=_xs(16, 3).relu(), tokens=torch.arange(16))),
+    {"descriptions": Given([[[1]], None]), "acts": Floats(ranks=(2, 3), f64="ok"), "tokens": TOKS},
+)
+E(
+    P + "sae.circuit_insights.token_explained_share",
+    lambda: (
+        sae.token_explained_share,
+        dict(
+            acts_fit=_xs(16, 3),
+            tokens_fit=torch.arange(16) % 4,
+            acts_test=_xs(16, 3) + 1,
+            tokens_test=torch.arange(16) % 4,
+        ),
+    ),
+    {
+        "acts_fit": Floats(ranks=(2, 3), f64="ok"),
+        "tokens_fit": TOKS,
+        "acts_test": Floats(ranks=(2, 3), f64="ok"),
+        "tokens_test": TOKS,
+    },
+)
+E(
+    P + "sae.circuit_insights.decompose",
+    lambda: (sae.decompose, dict(model=_tt(), tokens=torch.zeros(2, 6, dtype=torch.long), layer=0, w_enc=randn(4))),
+    {
+        "model": OBJ,
+        "tokens": Tokens(16, ranks=(2,)),
+        "layer": Int(low=0, high=0),
+        "w_enc": Floats(ranks=(1,), f64="ok"),
+        "b_enc": Real(),
+        "transcoders": Given([{0: sae.Transcoder(4, 6)}, {0: "x"}], [None]),
+    },
+)
+SKIP(
+    P + "sae.circuit_insights.mlp_io",
+    "needs a transformers model (a second or two to write); tested on a tiny random GPT-2 in test_circuit_insights",
+)
+
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")
 E(P + "sweep.SweepCache", lambda: (sweep.SweepCache, dict(results=None)), {"results": Given([3, "x", {"a": 3}])})

@@ -12,6 +12,8 @@
     x_hat, out = tfa(x_seq)                            # x_seq: (batch, time, d_in)
     z_pred, z_nov = out["pred_codes"], out["novel_codes"]
 
+    tc = Transcoder(d_in=64, width=256, l1=3e-3)       # reads an MLP's input, writes its output (fit_transcoder)
+    res = weightlens(W_E, W_U, {0: W_enc}, {0: W_dec}, acts_fn, bos=0)  # features from weights (WeightLens)
     loca = GroupedTopKSAE.from_topk(sae, groups, group_ks=[3, 2, 2, 1])  # a TopK per group of latents (LocA-SAE)
     z = ista(x, sae.dictionary, lam, steps=30, z0=sae.encode(x))      # per-sample inference on a fixed decoder
 
@@ -42,26 +44,32 @@ temporal data come from :func:`iclr26.data.planted_slow_fast`.
 The package, one concept a file: :mod:`~iclr26.sae.dictionary` (ReLU and TopK SAEs), :mod:`~iclr26.sae.kernel` (the
 k-sparse fast path), :mod:`~iclr26.sae.loca` (LocA-SAE), :mod:`~iclr26.sae.archetypal` (RA-SAE's dictionary),
 :mod:`~iclr26.sae.batchtopk` (BatchTopK), :mod:`~iclr26.sae.temporal` (TFA),
-:mod:`~iclr26.sae.training`, :mod:`~iclr26.sae.inference` (ISTA/FISTA) and :mod:`~iclr26.sae.metrics`.
+:mod:`~iclr26.sae.training`, :mod:`~iclr26.sae.inference` (ISTA/FISTA), :mod:`~iclr26.sae.metrics`,
+:mod:`~iclr26.sae.transcoder` (transcoders: paired MLP input/output, the splice) and
+:mod:`~iclr26.sae.circuit_insights` (WeightLens, the activation baseline, CircuitLens' exact decomposition).
 ``from iclr26.sae import TopKSAE`` is the way in.
 """
 
 from iclr26.sae import archetypal as _archetypal
 from iclr26.sae import batchtopk as _batchtopk
+from iclr26.sae import circuit_insights as _circuit_insights
 from iclr26.sae import dictionary as _dictionary
 from iclr26.sae import inference as _inference
 from iclr26.sae import loca as _loca
 from iclr26.sae import metrics as _metrics
 from iclr26.sae import temporal as _temporal
 from iclr26.sae import training as _training
+from iclr26.sae import transcoder as _transcoder
 from iclr26.sae.archetypal import *  # noqa: F403
 from iclr26.sae.batchtopk import *  # noqa: F403
+from iclr26.sae.circuit_insights import *  # noqa: F403
 from iclr26.sae.dictionary import *  # noqa: F403 (each module's __all__)
 from iclr26.sae.inference import *  # noqa: F403
 from iclr26.sae.loca import *  # noqa: F403
 from iclr26.sae.metrics import *  # noqa: F403
 from iclr26.sae.temporal import *  # noqa: F403
 from iclr26.sae.training import *  # noqa: F403
+from iclr26.sae.transcoder import *  # noqa: F403
 
 __all__ = [
     *_dictionary.__all__,
@@ -72,4 +80,6 @@ __all__ = [
     *_training.__all__,
     *_metrics.__all__,
     *_inference.__all__,
+    *_transcoder.__all__,
+    *_circuit_insights.__all__,
 ]
