@@ -195,3 +195,23 @@ def test_paper_path_on_a_tiny_random_gpt2(tmp_path):
     U = lm.get_output_embeddings().weight.detach().T
     res = weightlens(E, U, {0: tc.W_enc.detach()}, {0: tc.W_dec.detach()}, acts, bos=0, threshold_tokens=1.0)
     assert len(res) == 8 and all(set(r.description) <= set(r.candidates) for r in res.values())
+
+
+def test_weightlens_candidates_are_zscore_outliers_of_each_column():
+    torch.manual_seed(3)
+    W_E, enc, dec, W_U = torch.randn(300, 8), torch.randn(8, 5), torch.randn(5, 8), torch.randn(8, 300)
+    res = weightlens(
+        W_E,
+        W_U,
+        {0: enc},
+        {0: dec},
+        lambda layer, ids: torch.ones(*ids.shape, 5),
+        bos=0,
+        threshold_tokens=2.0,
+        top_tokens=100,
+        chunk=2,
+    )
+    for i in range(5):
+        assert res[(0, i)].candidates == zscore_outliers(W_E @ enc[:, i], 2.0, top=100).tolist()
+        assert res[(0, i)].outputs == zscore_outliers(dec[i] @ W_U, 2.0, top=100).tolist()
+        assert res[(0, i)].description == sorted(res[(0, i)].candidates)  # every candidate fires here

@@ -84,3 +84,12 @@ def test_splice_checks_its_arguments():
     with pytest.raises(ValueError, match="transcoders"):
         with splice(model, {3: Transcoder(8, 4)}):
             pass
+
+
+def test_topk_sparse_decode_equals_the_dense_decode():
+    torch.manual_seed(1)
+    tc = Transcoder(5, 12, d_out=4, k=3)
+    x = torch.randn(2, 7, 5)
+    y_hat, z = tc(x)
+    assert torch.allclose(y_hat, tc.decode(tc.encode(x)), atol=1e-6)
+    assert torch.equal(z, tc.encode(x))

@@ -90,6 +90,17 @@ def _tokens(x: Any, name: str, vocab: int | None = None, ndim: int | None = None
     return token_tensor(x, name, vocab, ndim).long()
 
 
+def _outliers_by_column(mat: torch.Tensor, threshold: float, top: int) -> list[list[int]]:
+    """:func:`zscore_outliers` of every column of ``mat`` at once (the same indices, largest first)."""
+    vals, idx = torch.topk(mat, k=min(top, mat.shape[0]), dim=0)
+    if vals.shape[0] < 2:
+        return [[] for _ in range(mat.shape[1])]
+    std = vals.std(dim=0)
+    z = (vals - vals.mean(dim=0)) / torch.where(std > 0, std, torch.ones_like(std))
+    keep = (z > threshold) & (std > 0)
+    return [idx[keep[:, j], j].tolist() for j in range(mat.shape[1])]
+
+
 def _fires(feature_acts: Callable, layer: int, ids: torch.Tensor, width: int) -> torch.Tensor:
     out = feature_acts(layer, ids)
     if not torch.is_tensor(out) or out.shape[:2] != ids.shape or out.shape[-1] != width:
@@ -166,10 +177,11 @@ def weightlens(
             part = feats[start : start + chunk]
             scores = W_E @ enc[lay][:, part]  # (vocab, chunk): the direct path of every token
             logits = dec[lay][part] @ W_U  # (chunk, vocab)
+            c_part = _outliers_by_column(scores, threshold_tokens, top_tokens)
+            o_part = _outliers_by_column(logits.T, threshold_tokens, top_tokens)
+            t_part = scores.abs().sum(0).tolist()
             for j, i in enumerate(part):
-                cand[i] = zscore_outliers(scores[:, j], threshold_tokens, top_tokens).tolist()
-                outs[i] = zscore_outliers(logits[j], threshold_tokens, top_tokens).tolist()
-                totals[i] = float(scores[:, j].abs().sum())
+                cand[i], outs[i], totals[i] = c_part[j], o_part[j], t_part[j]
         # validation: [bos, t] for every candidate token, one batch per layer
         pool = sorted({t for i in feats for t in cand[i]})
         fired: dict[int, torch.Tensor] = {}
@@ -180,10 +192,10 @@ def weightlens(
         links: dict[int, list[tuple[int, int, float]]] = {i: [] for i in feats}
         for lp in [x for x in layers if x < lay]:
             proj = dec[lp] @ enc[lay][:, feats]  # (width', n_feats)
+            tops = _outliers_by_column(proj, threshold_features, top_features)
             for j, i in enumerate(feats):
                 totals[i] += float(proj[:, j].abs().sum())
-                top = zscore_outliers(proj[:, j], threshold_features, top_features)
-                links[i] += [(lp, int(f), float(proj[f, j])) for f in top]
+                links[i] += [(lp, int(f), float(proj[f, j])) for f in tops[j]]
         for i in feats:
             tokens = [t for t in cand[i] if float(fired[t][i]) > 0]
             res = WeightLensResult(lay, i, cand[i], tokens, outs[i])

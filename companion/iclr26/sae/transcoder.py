@@ -69,9 +69,15 @@ class Transcoder(nn.Module):
         return z @ self.W_dec + self.b_dec
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(y_hat, z)`` for the MLP input ``x``."""
-        z = self.encode(x)
-        return self.decode(z), z
+        """``(y_hat, z)`` for the MLP input ``x`` (TopK: decoded from the ``k`` selected rows only)."""
+        if self.k is None:
+            z = self.encode(x)
+            return self.decode(z), z
+        vals, idx = F.relu(self.pre_activations(x)).topk(self.k, dim=-1)
+        y_hat = torch.einsum("...k,...kd->...d", vals, self.W_dec[idx]) + self.b_dec
+        return y_hat, torch.zeros(*vals.shape[:-1], self.width, dtype=vals.dtype, device=vals.device).scatter(
+            -1, idx, vals
+        )
 
     def loss(self, xy: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``xy`` holds the input and the target side by side, ``(n, d_in + d_out)``: the squared error summed over
