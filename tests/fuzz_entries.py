@@ -2132,6 +2132,62 @@ E(
 )
 
 
+def _grad_model():  # a Linear(3, 2) whose weight and bias the train.grads entries use
+    torch.manual_seed(0)
+    return nn.Linear(3, 2)
+
+
+def _grad_loss(m, b):
+    return m(b).pow(2).mean()
+
+
+E(
+    P + "train.grads.param_names",
+    lambda: (train.param_names, dict(model=_grad_model(), include=["weight"])),
+    {"model": OBJ, "include": Given([3, [], [3], ["nothing.*"]], [None, "bias", ("weight", "bias")])},
+)
+E(
+    P + "train.grads.flat_params",
+    lambda: (train.flat_params, dict(model=_grad_model(), names=["weight"])),
+    {"model": OBJ, "names": Given([3, "weight", [], ["nope"], ["weight", "weight"]], [None, ("bias",)])},
+)
+E(
+    P + "train.grads.flat_grads",
+    lambda: (train.flat_grads, dict(model=_grad_model(), loss_fn=_grad_loss, batches=[randn(4, 3)], names=None)),
+    {
+        "model": OBJ,
+        "loss_fn": Given([None, 3]),
+        "batches": Given([None, 3, "x", []]),
+        "names": Given([3, [], ["nope"]], [["bias"]]),
+        "method": CHOICE,
+    },
+    extra=[
+        X(
+            "loss_fn returns a vector",
+            lambda: (
+                train.flat_grads,
+                dict(model=_grad_model(), loss_fn=lambda m, b: m(b).sum(0), batches=[randn(4, 3)]),
+            ),
+            "bad",
+            "loss_fn",
+        )
+    ],
+)
+E(
+    P + "train.grads.add_flat_",
+    lambda: (train.add_flat_, dict(model=_grad_model(), vec=randn(8), names=None, scale=0.5)),
+    {
+        "model": OBJ,
+        "vec": Floats(ranks=(1,)),
+        "names": Given([3, ["nope"]], [["weight", "bias"]]),
+        "scale": Real(),
+    },
+    extra=[
+        X("vec of the wrong length", lambda: (train.add_flat_, dict(model=_grad_model(), vec=randn(7))), "bad", "vec")
+    ],
+)
+
+
 def _ckpt():
     p = TMP / "ck.safetensors"
     if not p.exists():

@@ -32,11 +32,13 @@ One process (no launcher) is untouched by all this: the same code path and the s
 The package, one concept a file: :mod:`~iclr26.train.loop` (:func:`fit`), :mod:`~iclr26.train.schedules`
 (:func:`lr_multiplier`), :mod:`~iclr26.train.checkpoint` (safetensors checkpoints with RNG states),
 :mod:`~iclr26.train.distributed` (``torchrun``: the environment, sharding, gradient averaging) and
-:mod:`~iclr26.train.losses` (:func:`next_token_loss`). ``from iclr26.train import fit`` is the way in.
+:mod:`~iclr26.train.losses` (:func:`next_token_loss`), :mod:`~iclr26.train.grads` (flat per-batch gradients of chosen
+parameters, :func:`flat_grads`, and :func:`add_flat_` to write a flat vector back). ``from iclr26.train import fit`` is the way in.
 """
 
 from iclr26.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from iclr26.train.distributed import DistributedEnv, distributed_env, init_distributed, shard_batch
+from iclr26.train.grads import add_flat_, flat_grads, flat_params, param_names
 from iclr26.train.loop import fit
 from iclr26.train.losses import next_token_loss
 from iclr26.train.schedules import SCHEDULES, lr_multiplier
@@ -53,4 +55,8 @@ __all__ = [
     "distributed_env",
     "init_distributed",
     "shard_batch",
+    "param_names",
+    "flat_params",
+    "flat_grads",
+    "add_flat_",
 ]
