@@ -2163,10 +2163,10 @@ E(
     },
     extra=[
         X(
-            "loss_fn returns a vector",
+            "loss_fn returns a matrix",
             lambda: (
                 train.flat_grads,
-                dict(model=_grad_model(), loss_fn=lambda m, b: m(b).sum(0), batches=[randn(4, 3)]),
+                dict(model=_grad_model(), loss_fn=lambda m, b: m(b), batches=[randn(4, 3)]),
             ),
             "bad",
             "loss_fn",

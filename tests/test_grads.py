@@ -108,3 +108,24 @@ def test_bad_input():
         flat_grads(m, 3, _batches(), names)
     with pytest.raises(ValueError, match="loss_fn"):
         flat_grads(m, lambda mm, b: mm(b[0]), _batches(), names)
+
+
+def test_several_losses_from_one_forward():
+    m = _model()
+    names = param_names(m, ["blocks.1.*"])
+    batches = _batches(n=2)
+
+    def two(model, batch):
+        ids, pos, target = batch
+        logits = model(ids)[torch.arange(len(ids)), pos]
+        other = (target + 1) % 11
+        return torch.stack([nn.functional.cross_entropy(logits, target), nn.functional.cross_entropy(logits, other)])
+
+    def second(model, batch):
+        return two(model, batch)[1]
+
+    for method in ("func", "autograd"):
+        g = flat_grads(m, two, batches, names, method=method)
+        assert g.shape[:2] == (2, 2)
+        torch.testing.assert_close(g[:, 0], flat_grads(m, _loss, batches, names))
+        torch.testing.assert_close(g[:, 1], flat_grads(m, second, batches, names))

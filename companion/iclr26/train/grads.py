@@ -80,11 +80,12 @@ class _Loss(nn.Module):
 
     def forward(self, batch: Any) -> torch.Tensor:
         loss = self.loss_fn(self.model, batch)
-        if not torch.is_tensor(loss) or loss.numel() != 1:
+        if not torch.is_tensor(loss) or loss.ndim > 1 or loss.numel() == 0 or not loss.is_floating_point():
             raise ValueError(
-                f"loss_fn must return a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}"
+                "loss_fn must return a scalar float tensor or a 1-D one of several losses, got "
+                f"{type(loss).__name__} {getattr(loss, 'shape', '')}"
             )
-        return loss.reshape(())
+        return loss
 
 
 def flat_grads(
@@ -96,7 +97,9 @@ def flat_grads(
     method: str = "func",
 ) -> torch.Tensor:
     """One flat gradient per batch: row ``i`` is d ``loss_fn(model, batches[i])`` / d (the parameters ``names``, in
-    that order; default: all trainable), a ``(len(batches), n)`` float tensor on the parameters' device.
+    that order; default: all trainable), a ``(len(batches), n)`` float tensor on the parameters' device. A
+    ``loss_fn`` that returns a 1-D tensor of ``k`` losses (e.g. the same forward pass scored against two targets)
+    gives ``(len(batches), k, n)``: one forward pass per batch, ``k`` gradients.
 
     ``method="func"`` differentiates with ``torch.func.grad`` through ``functional_call`` (the model's own
     parameters are neither changed nor given ``.grad``); ``"autograd"`` runs ``torch.autograd.grad`` per batch,
@@ -111,26 +114,34 @@ def flat_grads(
         raise ValueError("batches must hold at least one batch")
     method = one_of(method, "method", ("func", "autograd"))
     names, params = _checked_names(model, names)
-    rows = []
+    wrapped = _Loss(model, loss_fn)
+    rows, shapes = [], set()
     if method == "func":
-        wrapped = _Loss(model, loss_fn)
         base = {"model." + n: params[n].detach() for n in names}
 
-        def loss_of(p: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
-            return torch.func.functional_call(wrapped, p, (batch,))
+        def loss_of(p: dict[str, torch.Tensor], batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            loss = torch.func.functional_call(wrapped, p, (batch,))
+            return loss, loss.detach()
 
-        grad_fn = torch.func.grad(loss_of)
         for batch in batches:
-            g = grad_fn(base, batch)
-            rows.append(torch.cat([g["model." + n].reshape(-1) for n in names]))
+            g, value = torch.func.jacrev(loss_of, has_aux=True)(base, batch)
+            shapes.add(tuple(value.shape))
+            k = value.numel()
+            rows.append(torch.cat([g["model." + n].reshape(k, -1) for n in names], 1).reshape(*value.shape, -1))
     else:
         chosen = [params[n] for n in names]
         for batch in batches:
-            loss = _Loss(model, loss_fn)(batch)
-            g = torch.autograd.grad(loss, chosen, allow_unused=True)
-            rows.append(
-                torch.cat([(torch.zeros_like(p) if gi is None else gi).reshape(-1) for p, gi in zip(chosen, g)])
-            )
+            loss = wrapped(batch)
+            shapes.add(tuple(loss.shape))
+            parts = []
+            for i, li in enumerate(loss.reshape(-1)):
+                g = torch.autograd.grad(li, chosen, allow_unused=True, retain_graph=i < loss.numel() - 1)
+                parts.append(
+                    torch.cat([(torch.zeros_like(p) if gi is None else gi).reshape(-1) for p, gi in zip(chosen, g)])
+                )
+            rows.append(torch.stack(parts).reshape(*loss.shape, -1))
+    if len(shapes) > 1:
+        raise ValueError(f"loss_fn must return the same number of losses for every batch, got shapes {sorted(shapes)}")
     return torch.stack(rows).detach()
 
 
