@@ -31,6 +31,7 @@ PATHS = {
         ("What amortised SAE inference costs", ["loca_sae"]),
         ("Binding in vision-language models", ["vlm_binding"]),
         ("Steering an evaluation-aware model organism", ["eval_awareness_steering"]),
+        ("A feature in one gradient neuron: GRADIEND and rewriting a planted bias", ["bias_gradient_neuron"]),
         ("Memorisation and attention heads in diffusion models", ["diffusion_memorization"]),
         ("Explaining a model's decisions: counterfactuals", ["cola_counterfactuals"]),
     ],
