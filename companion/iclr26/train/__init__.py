@@ -33,7 +33,8 @@ The package, one concept a file: :mod:`~iclr26.train.loop` (:func:`fit`), :mod:`
 (:func:`lr_multiplier`), :mod:`~iclr26.train.checkpoint` (safetensors checkpoints with RNG states),
 :mod:`~iclr26.train.distributed` (``torchrun``: the environment, sharding, gradient averaging) and
 :mod:`~iclr26.train.losses` (:func:`next_token_loss`), :mod:`~iclr26.train.grads` (flat per-batch gradients of chosen
-parameters, :func:`flat_grads`, and :func:`add_flat_` to write a flat vector back). ``from iclr26.train import fit`` is the way in.
+parameters, :func:`flat_grads`, and :func:`add_flat_` to write a flat vector back).
+``from iclr26.train import fit`` is the way in.
 """
 
 from iclr26.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
