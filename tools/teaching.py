@@ -29,10 +29,13 @@ PATHS = {
         ("Features in toy models: Fourier neurons, discs and tori", ["clock_pizza"]),
         ("Sparse autoencoders and a temporal prior", ["temporal_sae"]),
         ("What amortised SAE inference costs", ["loca_sae"]),
+        ("Concept energies through an archetypal SAE: blindspots of image generators", ["conceptual_blindspots"]),
+        ("Transcoder features read from the weights, and circuits from attributions", ["weightlens_circuitlens"]),
         ("Binding in vision-language models", ["vlm_binding"]),
         ("Steering an evaluation-aware model organism", ["eval_awareness_steering"]),
         ("A feature in one gradient neuron: GRADIEND and rewriting a planted bias", ["bias_gradient_neuron"]),
         ("Memorisation and attention heads in diffusion models", ["diffusion_memorization"]),
+        ("Prototypes inside a diffusion model: what, where, when, and shortcuts", ["patronus_diffusion"]),
         ("Explaining a model's decisions: counterfactuals", ["cola_counterfactuals"]),
     ],
     "Statistics and optimisation": [
