@@ -1242,11 +1242,6 @@ def _dit():
     return dit.TinyDiT(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)
 
 
-def _cond_dit():
-    torch.manual_seed(0)
-    return dit.TinyDiT(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2, cond_dim=3)
-
-
 E(
     P + "models.dit.TinyDiT",
     lambda: (dit.TinyDiT, dict(img_size=4, patch=2, in_channels=1, dim=8, depth=1, heads=2)),
@@ -1270,11 +1265,6 @@ E(
         "t": Given([None, "x"], [torch.tensor([1.0, 5.0])]),
         "cond": Given([torch.ones(2, 3), "x"], [None]),
     },
-)
-E(
-    P + "models.dit.TinyDiT.forward (conditioned)",
-    lambda: (_cond_dit().forward, dict(x=randn(2, 1, 4, 4), t=torch.tensor([1, 5]), cond=randn(2, 3))),
-    {"cond": Given([None, torch.ones(2, 4), torch.ones(2, 3, dtype=torch.long), "x"], [])},
 )
 E(
     P + "models.dit.TinyDiT.set_gates",

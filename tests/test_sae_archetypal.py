@@ -83,7 +83,8 @@ def test_rasae_trains_and_keeps_its_constraints():
     assert hist["mse"].iloc[-1] < hist["mse"].iloc[0]
     assert hist["l0"].iloc[-1] == pytest.approx(2.0)
     dico = sae.archetypal
-    assert float(dico.W.min()) >= 0 and torch.allclose(dico.W.sum(1), torch.ones(16), atol=1e-4)
+    W = dico.W.detach()
+    assert float(W.min()) >= 0 and torch.allclose(W.sum(1), torch.ones(16), atol=1e-4)
     assert float(dico.Relax.detach().norm(dim=1).max()) <= 0.2 + 1e-5
     sae.eval()
     x_hat, z = sae(x)
