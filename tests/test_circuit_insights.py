@@ -77,31 +77,14 @@ def test_weightlens_links_a_second_layer_and_adds_upstream_descriptions():
             return z0
         return torch.relu((z0 @ W_dec0) @ W_enc1 - 0.01)
 
-    res = weightlens(
-        W_E,
-        torch.randn(64, 50),
-        {0: W_enc, 1: W_enc1},
-        {0: W_dec0, 1: torch.randn(2, 64)},
-        acts,
-        bos=0,
-        threshold_tokens=3.0,
-        threshold_features=1.0,
-    )
+    args = (W_E, torch.randn(64, 50), {0: W_enc, 1: W_enc1}, {0: W_dec0, 1: torch.randn(2, 64)}, acts)
+    options = dict(bos=0, threshold_tokens=3.0, threshold_features=1.0)
+    res = weightlens(*args, **options)
     links = res[(1, 0)].links
     assert links and links[0][:2] == (0, 0) and 0 < links[0][3] <= 1
     assert 4 in res[(1, 0)].description
     # the official GPT-2 rule: only layer-0 links may add descriptions; none allowed here
-    res2 = weightlens(
-        W_E,
-        torch.randn(64, 50),
-        {0: W_enc, 1: W_enc1},
-        {0: W_dec0, 1: torch.randn(2, 64)},
-        acts,
-        bos=0,
-        threshold_tokens=3.0,
-        threshold_features=1.0,
-        link_layers=[],
-    )
+    res2 = weightlens(*args, **options, link_layers=[])
     assert 4 not in res2[(1, 0)].description
 
 
