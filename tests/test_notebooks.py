@@ -10,6 +10,7 @@ seed): ``ICLR26_SEED=3 make chapters``.
 import json
 import os
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,11 @@ def test_chapter_runs_and_its_claims_hold(notebook: Path):
     executed = json.loads((OUT / "executed" / f"{slug}.ipynb").read_text())
     figures = sum("image/png" in o.get("data", {}) for c in executed["cells"] for o in c.get("outputs", []))
     assert figures >= 3, f"{slug}: only {figures} figures rendered (a non-inline matplotlib backend?)"
+    glued = Counter(
+        o["metadata"]["scrapbook"]["name"]
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+        if "scrapbook" in o.get("metadata", {})
+    )
+    twice = sorted(name for name, n in glued.items() if n > 1)
+    assert not twice, f"{slug}: names glued twice (report() glues its value; -W fails the book): {twice}"
