@@ -326,3 +326,9 @@ def test_calibrate_tables_every_check_per_seed_and_reuses_kept_runs(tmp_path, mo
     assert "| c | claim | 0.5 | 0.1 | 0.2 | 0.3 | 2/3 |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         calibrate.main([str(tmp_path / "missing.ipynb")])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # restored after the test: --threads sets it for the runs
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    assert calibrate.main([str(nb), "--seeds", "1", "--threads", "2", "--out", str(tmp_path / "cal")]) == 0
+    assert "OMP_NUM_THREADS=2" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--threads"):
+        calibrate.main([str(nb), "--threads", "0"])

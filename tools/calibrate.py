@@ -7,12 +7,17 @@ One notebook at a time (the machine is shared). Each (scale, seed) run is kept a
 ``<out>/<slug>-<scale>-seed<k>.json``, so a later call runs only the seeds it lacks (``--rerun`` forces them). The
 table gives, per claim, control, sanity check and report, its value on every seed, the line it is compared with and
 how many seeds passed; a threshold is calibrated when it sits between the values with a margin on every seed.
+
+Float results depend on the thread count (torch's reductions split differently): ``make robustness`` runs each chapter
+with ``OMP_NUM_THREADS`` = cores / jobs (2 on the 2-core CI machine). ``--threads`` sets the count for these runs, and
+the table's header states the count used, so a threshold calibrated at one thread keeps room for the other.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from tools.common import ROOT, run_chapter
@@ -43,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "calibration")
     ap.add_argument("--rerun", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="OMP/MKL threads for the runs (default: as set)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SystemExit("--threads must be at least 1")
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     if not args.notebook.is_file():
         raise SystemExit(f"no notebook at {args.notebook}")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -54,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(json.dumps(run_chapter(args.notebook.resolve(), args.scale, seed), indent=1))
         runs.append(json.loads(path.read_text()))
     seeds = [r["seed"] for r in runs]
-    print(f"{args.notebook.stem} at {args.scale}, seeds {seeds}; wall s: {[r.get('seconds') for r in runs]}")
+    threads = os.environ.get("OMP_NUM_THREADS", "unset")
+    print(f"{args.notebook.stem} at {args.scale}, seeds {seeds}, OMP_NUM_THREADS={threads} (runs kept from earlier")
+    print(f"calls keep theirs); wall s: {[r.get('seconds') for r in runs]}")
     print("| check | kind | line | " + " | ".join(f"seed {s}" for s in seeds) + " | passed |")
     print("|---|---|---|" + "---|" * len(seeds) + "---|")
     for row in table(runs):
