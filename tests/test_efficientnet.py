@@ -58,3 +58,35 @@ def test_bad_arguments(model, tmp_path):
         load_efficientnet_lite0(tmp_path / "x.safetensors", image_size=48)
     with pytest.raises(ValueError, match="path"):
         load_efficientnet_lite0(tmp_path / "missing.safetensors")
+
+
+def test_input_is_normalised_as_efficientnet_lite_was_trained(model):
+    """The lite checkpoints were trained on (pixel - 127) / 128 (tensorflow/tpu efficientnet_lite_builder.py): tokens
+    of loader-scaled images (pixel / 127.5 - 1) equal the stage-wise forward of exactly that input."""
+    g = torch.Generator().manual_seed(1)
+    pixels = torch.randint(0, 256, (2, 3, 64, 64), generator=g).float()
+    tok = efficientnet_tokens(model, pixels / 127.5 - 1)
+    with torch.no_grad():
+        x = (pixels - 127.0) / 128.0
+        x = model._swish(model._bn0(model._conv_stem(x)))
+        for block in model._blocks[:11]:
+            x = block(x)
+    assert torch.allclose(tok, x.flatten(2).transpose(1, 2), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(tok, efficientnet_tokens(model, pixels / 255.0), atol=1e-2)  # the scale matters
+
+
+def test_lite_normalisation_classifies_a_real_photo(converted):
+    """Evidence for the normalisation on a real photograph (scikit-learn's flower.jpg, shipped offline): the whole
+    network at 224 px calls it a daisy (ImageNet class 985) under (pixel - 127) / 128, and not under ImageNet mean/std."""
+    pytest.importorskip("PIL")
+    from PIL import Image
+    from sklearn.datasets import load_sample_image
+
+    net = load_efficientnet_lite0(converted, image_size=224)
+    img = Image.fromarray(load_sample_image("flower.jpg")).resize((224, 224), Image.BICUBIC)
+    pixels = torch.tensor(list(img.getdata()), dtype=torch.float32).reshape(224, 224, 3).permute(2, 0, 1)[None]
+    mean, std = torch.tensor([0.485, 0.456, 0.406])[:, None, None], torch.tensor([0.229, 0.224, 0.225])[:, None, None]
+    with torch.no_grad():
+        lite = net((pixels - 127.0) / 128.0).argmax(-1).item()
+        imagenet = net((pixels / 255.0 - mean) / std).argmax(-1).item()
+    assert lite == 985 and imagenet != 985

