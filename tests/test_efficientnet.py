@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -77,14 +78,14 @@ def test_input_is_normalised_as_efficientnet_lite_was_trained(model):
 
 def test_lite_normalisation_classifies_a_real_photo(converted):
     """Evidence for the normalisation on a real photograph (scikit-learn's flower.jpg, shipped offline): the whole
-    network at 224 px calls it a daisy (ImageNet class 985) under (pixel - 127) / 128, and not under ImageNet mean/std."""
+    network at 224 px calls it a daisy (ImageNet class 985) under (pixel - 127) / 128, not under ImageNet mean/std."""
     pytest.importorskip("PIL")
     from PIL import Image
     from sklearn.datasets import load_sample_image
 
     net = load_efficientnet_lite0(converted, image_size=224)
     img = Image.fromarray(load_sample_image("flower.jpg")).resize((224, 224), Image.BICUBIC)
-    pixels = torch.tensor(list(img.getdata()), dtype=torch.float32).reshape(224, 224, 3).permute(2, 0, 1)[None]
+    pixels = torch.tensor(np.asarray(img), dtype=torch.float32).permute(2, 0, 1)[None]
     mean, std = torch.tensor([0.485, 0.456, 0.406])[:, None, None], torch.tensor([0.229, 0.224, 0.225])[:, None, None]
     with torch.no_grad():
         lite = net((pixels - 127.0) / 128.0).argmax(-1).item()

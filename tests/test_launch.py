@@ -134,3 +134,17 @@ def test_optimizer_benchmark_trains_outside_the_notebook_and_reads_its_runs_back
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
     cols = ["optimizer", "d_model", "budget", "seed", "loss"]
     assert second["final"][cols].equals(first["final"][cols])
+
+
+@pytest.mark.chapter
+def test_conceptual_blindspots_trains_its_rasae_outside_the_notebook(tmp_path):
+    """The chapter's launch cells at `ci` (the tiny DINOv2 fixture): the RA-SAE and its delta table are kept, and the
+    table reads back as the notebook reads it with `runs_dir` set."""
+    nb = Path(__file__).resolve().parent.parent / "nbs" / "conceptual_blindspots.ipynb"
+    out = tmp_path / "runs"
+    table = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    kept = load_results(out)["blindspot_table"]
+    assert kept["scale"] == "ci" and kept["atom"] == table.index.tolist()
+    assert kept["E_real"] == table["E_real"].tolist()
+    weights = load_file(str(out / "blindspot_table.safetensors"))
+    assert any(k.endswith("W") for k in weights) and any(k.endswith("Relax") for k in weights)
