@@ -571,6 +571,26 @@ def test_write_tiny_model_causal_lms_load_and_run(tmp_path, kind):
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
 
+def test_write_tiny_model_bert_is_a_masked_lm_with_a_mask_token(tmp_path):
+    from iclr26.hf import write_tiny_model
+
+    folder = write_tiny_model("bert", tmp_path / "bert", words=["anna said that he likes tea", "she"])
+    model = load_pretrained(folder, "masked_lm")
+    tok = load_pretrained(folder, "tokenizer")
+    assert isinstance(model, transformers.BertForMaskedLM)
+    enc = tok(["anna said that [MASK] likes tea", "she"], return_tensors="pt", padding=True)
+    words = tok.convert_ids_to_tokens(enc.input_ids[0].tolist())
+    assert words == ["[CLS]", "anna", "said", "that", "[MASK]", "likes", "tea", "[SEP]"]
+    assert enc.input_ids[1, -1] == tok.pad_token_id and enc.attention_mask[1].sum() == 3
+    assert tok.encode("he", add_special_tokens=False) != tok.encode("she", add_special_tokens=False)
+    logits = model(**enc).logits
+    assert logits.shape == (2, 8, len(tok)) and bool(torch.isfinite(logits).all())
+    again = load_pretrained(
+        write_tiny_model("bert", tmp_path / "again", words=["anna said that he likes tea", "she"]), "masked_lm"
+    )
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
 def test_write_tiny_model_dinov2_gives_image_features(tmp_path):
     """With an image processor saved beside it, as a hub DINOv2 ships one (its crop size is a SizeDict in recent
     transformers, which image_features once mistook for the size itself)."""
@@ -586,7 +606,7 @@ def test_write_tiny_model_bad_input(tmp_path):
     from iclr26.hf import write_tiny_model
 
     with pytest.raises(ValueError, match="kind"):
-        write_tiny_model("bert", tmp_path)
+        write_tiny_model("t5", tmp_path)
     with pytest.raises(TypeError, match="path"):
         write_tiny_model("gpt2", 3)
     with pytest.raises(TypeError, match="words"):

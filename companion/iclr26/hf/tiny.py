@@ -1,4 +1,4 @@
-"""Tiny random hub-format models (:func:`write_tiny_model`: GPT-2, Llama, GPT-NeoX, DINOv2, LLaVA with its
+"""Tiny random hub-format models (:func:`write_tiny_model`: GPT-2, Llama, GPT-NeoX, BERT, DINOv2, LLaVA with its
 processor), so that a chapter's ``paper``-scale functions run at ``ci`` on the code path a hub model takes."""
 
 from __future__ import annotations
@@ -18,19 +18,35 @@ from iclr26.validate import (
 __all__ = ["TINY_KINDS", "write_tiny_model"]
 
 
-TINY_KINDS = ("gpt2", "llama", "gpt_neox", "dinov2", "llava")
+TINY_KINDS = ("gpt2", "llama", "gpt_neox", "bert", "dinov2", "llava")
 _TINY_WORDS = ["<pad>", "<unk>", "<s>", "<image>", "user", "assistant", ":", ".", "the", "a", "is", "and", "of", "in"]
 
 
-def _word_tokenizer(words: list[str]) -> Any:
-    """A word-level fast tokenizer over ``words`` (split at white space), ids in list order."""
+def _word_tokenizer(words: list[str], *, masked: bool = False) -> Any:
+    """A word-level fast tokenizer over ``words`` (split at white space), ids in list order; ``masked``: BERT's
+    special tokens (``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``, ``[MASK]``, which ``words`` must hold) and a
+    ``[CLS] … [SEP]`` template, as a masked LM's tokenizer adds them."""
     import tokenizers
     import transformers
 
-    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    unk = "[UNK]" if masked else "<unk>"
+    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=unk))
     tk.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    if not masked:
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="."
+        )
+    ids = {w: words.index(w) for w in ("[CLS]", "[SEP]")}
+    tk.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=list(ids.items())
+    )
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="."
+        tokenizer_object=tk,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )
 
 
@@ -40,6 +56,8 @@ def write_tiny_model(kind: str, path: str | os.PathLike, *, words: Iterable[str]
     ``paper``-scale function runs at ``ci`` (its numbers mean nothing: the weights are random, from ``seed``).
 
     - ``"gpt2"``, ``"llama"``, ``"gpt_neox"``: a 2-block causal LM (width 16) and a word-level tokenizer;
+    - ``"bert"``: a 2-block ``BertForMaskedLM`` (width 16) and a word-level tokenizer with BERT's special tokens
+      (``[CLS] … [SEP]`` around each text, ``[MASK]``);
     - ``"dinov2"``: a 1-block DINOv2 (width 32, 32×32 images, patch 8);
     - ``"llava"``: a LLaVA (a 1-block CLIP vision tower on 32×32 images, a 2-block Llama) and its processor, with a
       chat template that writes ``role : <image> text``.
@@ -81,6 +99,16 @@ def _write_tiny(kind: str, folder: Path, vocab: list[str], seed: int) -> None:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2, **lm))
     elif kind == "gpt_neox":
         model = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**lm))
+    elif kind == "bert":
+        special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        vocab = special + [w for w in vocab if w not in special and w not in ("<pad>", "<unk>")]
+        cfg = transformers.BertConfig(
+            num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=len(vocab)
+        )
+        cfg.update(dict(max_position_embeddings=64, pad_token_id=0))
+        transformers.BertForMaskedLM(cfg).save_pretrained(folder)
+        _word_tokenizer(vocab, masked=True).save_pretrained(folder)
+        return
     elif kind == "dinov2":
         transformers.Dinov2Model(
             transformers.Dinov2Config(hidden_size=32, intermediate_size=64, **vision)
