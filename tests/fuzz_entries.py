@@ -2225,3 +2225,36 @@ E(
     lambda: (train.shard_batch, dict(batch=randn(4, 2), rank=0, world_size=2)),
     {"rank": Int(0, 1), "world_size": INT_POS},
 )
+
+
+def _lora_tiny():
+    m = _tiny()
+    hf.add_lora(m, targets="W_Q", rank=2)
+    return m
+
+
+E(
+    P + "hf.lora.add_lora",
+    lambda: (hf.add_lora, dict(model=_tiny(), targets=("W_Q", "W_V"), rank=2, alpha=4.0, seed=0)),
+    {
+        "model": OBJ,
+        "targets": Given([None, 3, [], [""], "no_such", ["W_Q", 3]]),
+        "rank": Int(1),
+        "alpha": Real(0.0, low_open=True),
+        "seed": Int(0),
+    },
+)
+E(P + "hf.lora.lora_parameters", lambda: (hf.lora_parameters, dict(model=_lora_tiny())), {"model": OBJ})
+E(P + "hf.lora.lora_disabled", lambda: (hf.lora_disabled, dict(model=_lora_tiny())), {"model": OBJ})
+E(P + "hf.lora.merge_lora", lambda: (hf.merge_lora, dict(model=_lora_tiny())), {"model": OBJ})
+E(
+    P + "hf.lora.LoRALinear",
+    lambda: (hf.LoRALinear, dict(base=nn.Linear(4, 3), rank=2, alpha=4.0, generator=None)),
+    {
+        "base": Given([None, 3, nn.Conv1d(2, 2, 1)]),
+        "rank": Int(1),
+        "alpha": Real(0.0, low_open=True),
+        "generator": Given([3]),
+    },
+)
+INNER(P + "hf.lora.LoRALinear.forward")

@@ -18,17 +18,22 @@ on Colab. :func:`write_tiny_model` saves tiny random hub-format models (GPT-2, L
 processor) to a folder, so that a chapter's ``paper``-scale functions run at ``ci`` on the very code path they take
 with a hub model.
 
-The package: :mod:`~iclr26.hf.loading` (offline-first loading), :mod:`~iclr26.hf.activations`,
+Low-rank adapters without ``peft``: :func:`add_lora` wraps a model's linear layers (any torch model),
+:func:`lora_parameters`, :func:`lora_disabled` and :func:`merge_lora` train, switch off and fold them.
+
+The package: :mod:`~iclr26.hf.loading` (offline-first loading), :mod:`~iclr26.hf.activations`, :mod:`~iclr26.hf.lora`,
 :mod:`~iclr26.hf.small_lm` (SmolLM2-135M, offline) and :mod:`~iclr26.hf.tiny` (tiny random models for ``ci``).
 """
 
 from iclr26.hf import activations as _activations
 from iclr26.hf import loading as _loading
+from iclr26.hf import lora as _lora
 from iclr26.hf import small_lm as _small_lm
 from iclr26.hf import tiny as _tiny
 from iclr26.hf.activations import *  # noqa: F403 (each module's __all__)
 from iclr26.hf.loading import *  # noqa: F403
+from iclr26.hf.lora import *  # noqa: F403
 from iclr26.hf.small_lm import *  # noqa: F403
 from iclr26.hf.tiny import *  # noqa: F403
 
-__all__ = [*_activations.__all__, *_loading.__all__, *_small_lm.__all__, *_tiny.__all__]
+__all__ = [*_activations.__all__, *_loading.__all__, *_lora.__all__, *_small_lm.__all__, *_tiny.__all__]
