@@ -2258,3 +2258,4 @@ E(
     },
 )
 INNER(P + "hf.lora.LoRALinear.forward")
+E(P + "hf.lora.LoRALinear.delta_weight", lambda: (hf.LoRALinear(nn.Linear(4, 3)).delta_weight, {}))
