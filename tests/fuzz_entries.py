@@ -1916,6 +1916,37 @@ SKIP(
     P + "sae.circuit_insights.mlp_io",
     "needs a transformers model (a second or two to write); tested on a tiny random GPT-2 in test_circuit_insights",
 )
+SKIP(
+    P + "sae.circuit_insights.weightlens_gpt2",
+    "needs a transformers GPT-2 (a second or two to write); tested on a tiny random GPT-2 in test_circuit_insights",
+)
+
+
+def _official_tc_file():
+    p = TMP / "official_tc.pt"
+    torch.save({"state_dict": {"W_enc": randn(4, 6), "W_dec": randn(6, 4), "b_enc": randn(6), "b_dec": randn(4)}}, p)
+    return p
+
+
+def _bad_official_tc_file():
+    p = TMP / "official_tc_bad.pt"
+    torch.save({"state_dict": {"W_enc": randn(4, 6), "W_dec": randn(5, 4), "b_enc": randn(6), "b_dec": randn(4)}}, p)
+    return p
+
+
+E(
+    P + "sae.transcoder.load_official_transcoder",
+    lambda: (sae.load_official_transcoder, dict(path=_official_tc_file())),
+    {"path": Given([None, 3, str(TMP / "missing.pt"), str(TMP)])},
+    extra=[
+        X(
+            "mismatched shapes",
+            lambda: (sae.load_official_transcoder, dict(path=_bad_official_tc_file())),
+            "bad",
+            "path",
+        )
+    ],
+)
 
 # ------------------------------------------------------------------------------------------------ sweep, topology
 DATA(P + "sweep.SweepResult")

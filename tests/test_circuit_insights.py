@@ -3,6 +3,8 @@ decomposition and the transformers path (on a tiny random GPT-2 with a random tr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 import torch
@@ -13,9 +15,11 @@ from iclr26.sae import (
     activation_description,
     decompose,
     detection_f1,
+    load_official_transcoder,
     mlp_io,
     token_explained_share,
     weightlens,
+    weightlens_gpt2,
     zscore_outliers,
 )
 
@@ -198,3 +202,72 @@ def test_weightlens_candidates_are_zscore_outliers_of_each_column():
         assert res[(0, i)].candidates == zscore_outliers(W_E @ enc[:, i], 2.0, top=100).tolist()
         assert res[(0, i)].outputs == zscore_outliers(dec[i] @ W_U, 2.0, top=100).tolist()
         assert res[(0, i)].description == sorted(res[(0, i)].candidates)  # every candidate fires here
+
+
+@dataclass
+class LanguageModelSAERunnerConfig:  # the kind of training config stored beside the official GPT-2 weights
+    d_in: int = 16
+    hook_point: str = "blocks.0.ln2.hook_normalized"
+    dtype: torch.dtype = torch.float32
+
+
+def _write_official(path, d, width, seed=0, with_cfg=True):
+    """A random transcoder in the official GPT-2 format (pchlenski/gpt2-transcoders): a pickled dict."""
+    g = torch.Generator().manual_seed(seed)
+    sd = {
+        "W_enc": torch.randn(d, width, generator=g),
+        "W_dec": torch.randn(width, d, generator=g),
+        "b_enc": torch.randn(width, generator=g) - 1.0,
+        "b_dec": torch.randn(d, generator=g),
+        "b_dec_out": torch.randn(d, generator=g),
+    }
+    torch.save({"cfg": LanguageModelSAERunnerConfig(d_in=d), "state_dict": sd} if with_cfg else sd, path)
+    return sd
+
+
+def test_load_official_transcoder_maps_the_keys_weights_only(tmp_path):
+    path = tmp_path / "final_sparse_autoencoder_gpt2-small_blocks.0.ln2.hook_normalized_24.pt"
+    sd = _write_official(path, 16, 24)
+    with pytest.raises(Exception):  # noqa: B017 - the plain weights-only load refuses the pickled config
+        torch.load(path, weights_only=True)
+    tc = load_official_transcoder(path)
+    assert (tc.d_in, tc.width, tc.d_out) == (16, 24, 16)
+    for k in ("W_enc", "W_dec", "b_enc", "b_dec"):
+        assert torch.equal(getattr(tc, k).detach(), sd[k])
+    x = torch.randn(5, 16)
+    z = torch.relu(x @ sd["W_enc"] + sd["b_enc"])  # no input centring, b_dec_out dropped: the official reading
+    y_hat, z_tc = tc(x)
+    assert torch.allclose(z_tc, z) and torch.allclose(y_hat, z @ sd["W_dec"] + sd["b_dec"], atol=1e-5)
+    _write_official(tmp_path / "bare.pt", 4, 6, with_cfg=False)  # a bare state dict loads too
+    assert load_official_transcoder(tmp_path / "bare.pt").width == 6
+    torch.save({"state_dict": {"W_enc": torch.zeros(4, 6)}}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="lacks"):
+        load_official_transcoder(tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="path"):
+        load_official_transcoder(tmp_path / "missing.pt")
+    with pytest.raises(TypeError, match="path"):
+        load_official_transcoder(3)
+
+
+def test_weightlens_gpt2_on_a_tiny_random_gpt2_with_official_files(tmp_path):
+    """The paper scale's path: the tiny random GPT-2, random transcoders written in the official format."""
+    from iclr26.hf import load_pretrained, write_tiny_model
+
+    lm = load_pretrained(str(write_tiny_model("gpt2", tmp_path / "gpt2")), "causal_lm").eval()
+    d, vocab = lm.config.n_embd, lm.config.vocab_size
+    tcs = {}
+    for layer in range(2):
+        _write_official(tmp_path / f"l{layer}.pt", d, 12, seed=layer)
+        tcs[layer] = load_official_transcoder(tmp_path / f"l{layer}.pt")
+    ids = torch.randint(vocab, (3, 5))
+    x, y = mlp_io(lm, ids, "transformer.h.1.ln_2", "transformer.h.1.mlp", stop_layer=2, read_input=True)
+    xn, _ = mlp_io(lm, ids, "transformer.h.1.ln_2", "transformer.h.1.mlp", stop_layer=2)
+    with torch.no_grad():
+        assert torch.allclose(lm.transformer.h[1].ln_2(x), xn, atol=1e-5)  # the raw residual before ln_2
+    res = weightlens_gpt2(lm, tcs, bos=2, threshold_tokens=1.0, threshold_features=1.0)
+    assert len(res) == 24 and all(set(r.tokens) <= set(r.candidates) for r in res.values())
+    assert any(r.links for (layer, _), r in res.items() if layer == 1)
+    with pytest.raises(ValueError, match="transcoders"):
+        weightlens_gpt2(lm, {1: tcs[1]})
+    with pytest.raises(TypeError, match="GPT-2"):
+        weightlens_gpt2(torch.nn.Linear(2, 2), tcs)

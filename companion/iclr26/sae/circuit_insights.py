@@ -6,6 +6,7 @@
     share = token_explained_share(acts_fit, tok_fit, acts_test, tok_test)     # held-out R^2 of the current token
     d = decompose(model, tokens, layer=0, w_enc=tc.W_enc[:, i], b_enc=tc.b_enc[i])   # CircuitLens' exact split
     x, y = mlp_io(hf_model, ids, "model.layers.0.post_attention_layernorm", "model.layers.0.mlp", stop_layer=1)
+    res = weightlens_gpt2(gpt2, {0: load_official_transcoder(path0), 1: ...}, bos=2)   # the official GPT-2 setup
 
 WeightLens follows the official ``weight_lens`` code (``input_invariant_analysis.analyze_feature`` and
 ``generate_description``): the input score of feature ``i`` is ``W_E @ W_enc[:, i]``; of its ``top_tokens`` (1000)
@@ -32,7 +33,7 @@ import torch
 
 from iclr26.sae._validation import _as_tensor
 from iclr26.sae.transcoder import Transcoder
-from iclr26.validate import as_float, as_int, as_module, one_of, token_tensor
+from iclr26.validate import as_bool, as_float, as_int, as_module, one_of, token_tensor
 
 __all__ = [
     "WeightLensResult",
@@ -44,6 +45,7 @@ __all__ = [
     "Decomposition",
     "decompose",
     "mlp_io",
+    "weightlens_gpt2",
 ]
 
 
@@ -393,22 +395,107 @@ def decompose(
 
 
 def mlp_io(
-    model: Any, input_ids: Any, in_name: str, out_name: str, stop_layer: int, batch_size: int = 64
+    model: Any,
+    input_ids: Any,
+    in_name: str,
+    out_name: str,
+    stop_layer: int,
+    batch_size: int = 64,
+    read_input: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A transformers LM's MLP input and output at one block, ``(n, seq, d)`` each, float32 on the CPU: the outputs
     of the submodules ``in_name`` (e.g. ``"model.layers.0.post_attention_layernorm"``, the normalised input) and
     ``out_name`` (``"model.layers.0.mlp"``), running no block above ``stop_layer`` (a
-    :func:`iclr26.hf.residual_activations` layer: ``l + 1`` for block ``l``)."""
+    :func:`iclr26.hf.residual_activations` layer: ``l + 1`` for block ``l``). ``read_input=True`` reads the *input*
+    of ``in_name`` instead (GPT-2's ``"transformer.h.0.ln_2"``: the residual stream before the norm, the official
+    transcoders' ``hook_resid_mid``)."""
     from iclr26.hf import residual_activations
     from iclr26.hooks import capture
 
     as_module(model)
     ids = _tokens(input_ids, "input_ids", ndim=2)
     batch_size = as_int(batch_size, "batch_size", low=1)
+    read_input = as_bool(read_input, "read_input")
+    if not isinstance(in_name, str):
+        raise TypeError(f"in_name must be a submodule name, got {type(in_name).__name__}")
+    store: dict[str, torch.Tensor] = {}
+    handle = None
+    if read_input:
+        try:
+            sub = model.get_submodule(in_name)
+        except AttributeError:
+            raise ValueError(f"in_name: {in_name!r} is not a submodule of the model") from None
+
+        def keep(module: Any, args: tuple) -> None:
+            store["x"] = (args[0] if args else None).detach()
+
+        handle = sub.register_forward_pre_hook(keep)
     xs, ys = [], []
-    with capture(model, [in_name, out_name]) as c:
-        for start in range(0, ids.shape[0], batch_size):
-            residual_activations(model, ids[start : start + batch_size], layer=stop_layer, batch_size=batch_size)
-            xs.append(c[in_name].float().cpu())
-            ys.append(c[out_name].float().cpu())
+    try:
+        with capture(model, [out_name] if read_input else [in_name, out_name]) as c:
+            for start in range(0, ids.shape[0], batch_size):
+                residual_activations(model, ids[start : start + batch_size], layer=stop_layer, batch_size=batch_size)
+                xs.append((store["x"] if read_input else c[in_name]).float().cpu())
+                ys.append(c[out_name].float().cpu())
+    finally:
+        if handle is not None:
+            handle.remove()
     return torch.cat(xs), torch.cat(ys)
+
+
+def weightlens_gpt2(
+    model: Any,
+    transcoders: Mapping[int, Transcoder],
+    bos: int = 2,
+    *,
+    link_layers: Sequence[int] | None = (0,),
+    batch_size: int = 256,
+    **options: Any,
+) -> dict[tuple[int, int], WeightLensResult]:
+    """:func:`weightlens` on a ``transformers`` GPT-2 with the official transcoders (:func:`load_official_transcoder`),
+    as the official GPT-2 run sets it up: ``W_E`` = ``transformer.wte``, ``W_U`` = the LM head, layer ``l``'s features
+    read the input of ``transformer.h.{l}.ln_2`` (``hook_resid_mid``), validation prefix ``bos`` (the official
+    ``analyze_feature`` hard-codes id 2), and only layer-0 links add descriptions (``link_layers=(0,)``). The
+    transcoders' layers must be ``0 .. L-1``. ``options`` go to :func:`weightlens` (thresholds, ``features``, ...)."""
+    as_module(model)
+    if not hasattr(model, "transformer") or not hasattr(model.transformer, "h"):
+        raise TypeError(f"model must be a transformers GPT-2 (GPT2LMHeadModel), got {type(model).__name__}")
+    if not isinstance(transcoders, Mapping) or not transcoders:
+        raise TypeError("transcoders must be a non-empty dict layer -> Transcoder")
+    layers = sorted(transcoders)
+    if layers != list(range(len(layers))) or len(layers) > len(model.transformer.h):
+        raise ValueError(f"transcoders must cover layers 0 .. L-1 of the model, got {layers}")
+    d = int(model.config.n_embd)
+    for lay, tc in transcoders.items():
+        if not isinstance(tc, Transcoder) or tc.d_in != d or tc.d_out != d:
+            raise ValueError(f"transcoders[{lay}] must be a Transcoder with d_in = d_out = {d}")
+    batch_size = as_int(batch_size, "batch_size", low=1)
+    if link_layers is not None:
+        link_layers = list(link_layers)
+
+    def feature_acts(layer: int, ids: torch.Tensor) -> torch.Tensor:
+        x, _ = mlp_io(
+            model,
+            ids,
+            f"transformer.h.{layer}.ln_2",
+            f"transformer.h.{layer}.mlp",
+            stop_layer=layer + 1,
+            batch_size=batch_size,
+            read_input=True,
+        )
+        tc = transcoders[layer]
+        with torch.no_grad():
+            return tc.encode(x.to(tc.W_enc.device)).cpu()
+
+    W_E = model.get_input_embeddings().weight.detach().float().cpu()
+    W_U = model.get_output_embeddings().weight.detach().float().cpu().T
+    return weightlens(
+        W_E,
+        W_U,
+        {lay: transcoders[lay].W_enc.detach().cpu() for lay in layers},
+        {lay: transcoders[lay].W_dec.detach().cpu() for lay in layers},
+        feature_acts,
+        bos,
+        link_layers=link_layers,
+        **options,
+    )

@@ -12,6 +12,11 @@
 Encoder ``z = ReLU(x W_enc + b_enc)`` (TopK: keep the ``k`` largest), decoder ``y_hat = z W_dec + b_dec``, as the
 official transcoders (``circuit-tracer``'s ``SingleLayerTranscoder``) compute them: the input is not centred by
 ``b_dec``. The L1 penalty is weighted by the decoder row norms, so rescaling a feature cannot dodge it.
+
+    tc = load_official_transcoder("final_sparse_autoencoder_gpt2-small_blocks.0.ln2.hook_normalized_24576.pt")
+
+reads one of the official GPT-2 transcoders (``pchlenski/gpt2-transcoders``) with ``torch.load(weights_only=True)``
+into a :class:`Transcoder`, with the keys the official WeightLens loader keeps.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from torch import nn
 from iclr26.sae._validation import _as_tensor
 from iclr26.validate import as_bool, as_float, as_int
 
-__all__ = ["Transcoder", "fit_transcoder", "splice"]
+__all__ = ["Transcoder", "fit_transcoder", "splice", "load_official_transcoder"]
 
 
 class Transcoder(nn.Module):
@@ -166,3 +171,61 @@ def splice(model: Any, transcoders: Mapping[int, Transcoder], error: bool = Fals
     model._check_names(list(fns), "transcoders")
     with model.hooks(fns):
         yield model
+
+
+class _Record:
+    """A stand-in for a class named in a checkpoint's pickle (the training config stored beside the weights): it
+    keeps the arguments and state it is given and runs no code from the checkpoint."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def load_official_transcoder(path: Any, *, map_location: str = "cpu") -> Transcoder:
+    """One official GPT-2 transcoder (``pchlenski/gpt2-transcoders``, a ``.pt`` file per layer) as a
+    :class:`Transcoder`, read with ``torch.load(weights_only=True)`` only.
+
+    The file holds ``{"cfg": <training config>, "state_dict": {...}}`` (or the state dict alone). As the official
+    WeightLens loader (``model_utils.load_replacement_model_from_yaml``) fills circuit-tracer's
+    ``SingleLayerTranscoder``: ``W_enc`` ``(d_model, width)``, ``W_dec`` ``(width, d_model)``, ``b_enc`` ``(width,)``
+    and ``b_dec`` ``(d_model,)`` are kept, ``b_dec_out`` is dropped, and the features are
+    ``ReLU(x W_enc + b_enc)`` of the input ``x`` without centring, decoded as ``z W_dec + b_dec``. Its config
+    (``feature_input_hook: hook_resid_mid``, ``feature_output_hook: mlp.hook_out``) reads the residual stream before
+    ``ln_2`` and writes the MLP's output: in ``transformers`` the input of ``transformer.h.{l}.ln_2`` and the output
+    of ``transformer.h.{l}.mlp`` (see :func:`iclr26.sae.mlp_io` with ``read_input=True``). Classes named in the
+    pickle beside the tensors (the training config) are read into inert stand-ins; nothing in the file is run.
+    """
+    import os
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if not os.path.isfile(path):
+        raise ValueError(f"path must be an existing file, got {str(path)!r}")
+    from torch import serialization
+
+    names = serialization.get_unsafe_globals_in_checkpoint(path)
+    with serialization.safe_globals([(_Record, name) for name in names]):
+        obj = torch.load(path, map_location=map_location, weights_only=True)
+    sd = obj.get("state_dict", obj) if isinstance(obj, Mapping) else None
+    if not isinstance(sd, Mapping):
+        raise ValueError(f"path: expected a state dict (or {{'state_dict': ...}}), got {type(obj).__name__}")
+    missing = [k for k in ("W_enc", "W_dec", "b_enc", "b_dec") if k not in sd]
+    if missing:
+        raise ValueError(f"path: the state dict lacks {missing} (keys: {sorted(sd)[:8]})")
+    W_enc, W_dec, b_enc, b_dec = (sd[k] for k in ("W_enc", "W_dec", "b_enc", "b_dec"))
+    if not all(torch.is_tensor(t) for t in (W_enc, W_dec, b_enc, b_dec)) or W_enc.ndim != 2:
+        raise ValueError("path: W_enc, W_dec, b_enc and b_dec must be tensors, W_enc of shape (d_model, width)")
+    d, width = W_enc.shape
+    if W_dec.shape != (width, d) or b_enc.shape != (width,) or b_dec.shape != (d,):
+        raise ValueError(
+            f"path: shapes do not match the official layout: W_enc {tuple(W_enc.shape)}, W_dec {tuple(W_dec.shape)}, "
+            f"b_enc {tuple(b_enc.shape)}, b_dec {tuple(b_dec.shape)}"
+        )
+    tc = Transcoder(d, width, l1=0.0)
+    with torch.no_grad():
+        for name, t in (("W_enc", W_enc), ("W_dec", W_dec), ("b_enc", b_enc), ("b_dec", b_dec)):
+            getattr(tc, name).copy_(t.float())
+    return tc.eval()
