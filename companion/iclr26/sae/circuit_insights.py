@@ -455,8 +455,10 @@ def weightlens_gpt2(
     """:func:`weightlens` on a ``transformers`` GPT-2 with the official transcoders (:func:`load_official_transcoder`),
     as the official GPT-2 run sets it up: ``W_E`` = ``transformer.wte``, ``W_U`` = the LM head, layer ``l``'s features
     read the input of ``transformer.h.{l}.ln_2`` (``hook_resid_mid``), validation prefix ``bos`` (the official
-    ``analyze_feature`` hard-codes id 2), and only layer-0 links add descriptions (``link_layers=(0,)``). The
-    transcoders' layers must be ``0 .. L-1``. ``options`` go to :func:`weightlens` (thresholds, ``features``, ...)."""
+    ``analyze_feature`` hard-codes id 2), and only layer-0 links add descriptions (``link_layers=(0,)``). One
+    difference: the official ``generate_description`` feeds a linked feature's tokens to GPT-2 without a prefix; here
+    they follow ``bos`` as the candidate tokens do. The transcoders' layers must be ``0 .. L-1``. ``options`` go to
+    :func:`weightlens` (thresholds, ``features``, ...)."""
     as_module(model)
     if not hasattr(model, "transformer") or not hasattr(model.transformer, "h"):
         raise TypeError(f"model must be a transformers GPT-2 (GPT2LMHeadModel), got {type(model).__name__}")
