@@ -148,3 +148,30 @@ def test_conceptual_blindspots_trains_its_rasae_outside_the_notebook(tmp_path):
     assert kept["E_real"] == table["E_real"].tolist()
     weights = load_file(str(out / "blindspot_table.safetensors"))
     assert any(k.endswith("W") for k in weights) and any(k.endswith("Relax") for k in weights)
+
+
+@pytest.mark.chapter
+def test_proxy_data_selection_trains_its_lm_runs_outside_the_notebook(tmp_path):
+    """The chapter's launch cells at `ci` (a tiny random GPT-NeoX, Markov-chain recipes): every proxy and target run is
+    kept, a second pass trains nothing and reads the same table back, and the Spearman summary covers every proxy
+    rate and the tuned proxy."""
+    nb = Path(__file__).resolve().parent.parent / "nbs" / "proxy_data_selection.ipynb"
+    out = tmp_path / "runs"
+    first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    runs = load_results(out)
+    n_recipes = len(first)
+    assert len(kept) == len(runs) == n_recipes * 4, "2 proxy and 2 target rates per recipe at ci, each kept"
+    assert all(r["tokens"] > 0 and r["loss"] > 0 for r in runs.values())
+    for i, row in enumerate(first.itertuples()):
+        target = [r["loss"] for r in runs.values() if r["role"] == "target" and r["recipe"] == i]
+        assert row[1] == min(target), "the tuned target is each recipe's best run"
+    second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    assert second.equals(first)
+    namespace = {"__name__": "iclr26_launch", "scale": "ci", "seed": 0, "device": "cpu", "results": str(out)}
+    for src in launch_cells(nb)[0]:
+        exec(src, namespace)
+    spearman = namespace["lm_spearman"](second)
+    assert list(spearman.index) == [*second.filter(like="proxy ").columns, "proxy tuned over its rates"]
+    assert spearman.between(-1, 1).all()
