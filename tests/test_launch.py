@@ -175,3 +175,16 @@ def test_proxy_data_selection_trains_its_lm_runs_outside_the_notebook(tmp_path):
     spearman = namespace["lm_spearman"](second)
     assert list(spearman.index) == [*second.filter(like="proxy ").columns, "proxy tuned over its rates"]
     assert spearman.between(-1, 1).all()
+
+
+def test_patronus_paper_path_runs_on_tiny_files(tmp_path):
+    """patronus_diffusion's launch cells at `ci`: the Fashion-MNIST (IDX) and CelebA (original layout) loaders, the
+    official-settings training and the official metrics run on tiny files in those formats, and every run is kept."""
+    nb = Path(__file__).resolve().parent.parent / "nbs" / "patronus_diffusion.ipynb"
+    records = run_chapter(nb, tmp_path / "runs", scale="ci", seed=0, device="cpu")
+    assert set(records) == {"fmnist", "celeba", "celeba_hair_smile"}
+    assert set(load_results(tmp_path / "runs")) == set(records)
+    assert all((tmp_path / "runs" / f"{name}.safetensors").is_file() for name in records)
+    assert 0 <= records["fmnist"]["probe_accuracy"] <= 1
+    assert set(records["celeba"]["probe_auroc"]) == {"Black_Hair", "Blond_Hair", "Brown_Hair", "Smiling"}
+    assert records["celeba_hair_smile"]["n_train"] < records["celeba"]["n_train"]  # the hair/smile subset
