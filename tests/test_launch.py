@@ -188,3 +188,19 @@ def test_patronus_paper_path_runs_on_tiny_files(tmp_path):
     assert 0 <= records["fmnist"]["probe_accuracy"] <= 1
     assert set(records["celeba"]["probe_auroc"]) == {"Black_Hair", "Blond_Hair", "Brown_Hair", "Smiling"}
     assert records["celeba_hair_smile"]["n_train"] < records["celeba"]["n_train"]  # the hair/smile subset
+
+
+def test_measure_attention_memory_trains_outside_the_notebook_and_reads_its_runs_back(tmp_path):
+    """The chapter's launch cells at `ci`: every training (the n grid, the baselines, the sweep settings, the
+    true-density variant) is kept, and a second pass reads them back instead of training, with the same risks."""
+    nb = Path(__file__).resolve().parent.parent / "nbs" / "measure_attention_memory.ipynb"
+    out = tmp_path / "runs"
+    first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    n_sweep = int((first["sweep"].setting != "base").sum())
+    assert len(kept) == len(first["runs"]) + n_sweep + 1, "one kept result per training run"
+    assert len(list(out.glob("*.safetensors"))) == len(kept), "each run keeps its weights"
+    second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    assert second["runs"][["kind", "n", "risk", "mass"]].equals(first["runs"][["kind", "n", "risk", "mass"]])
+    assert second["sweep"].rel_risk.tolist() == first["sweep"].rel_risk.tolist()
