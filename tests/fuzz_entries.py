@@ -1129,6 +1129,18 @@ E(
     },
 )
 E(
+    P + "metrics.transformer_flops",
+    lambda: (metrics.transformer_flops, dict(tokens_per_layer=[8, 4, 2], d_model=16, d_mlp=32)),
+    {
+        "tokens_per_layer": Given([None, "x", [], [-1, 2], [NAN, 1], [[1, 2]]]),
+        "d_model": Int(low=1),
+        "d_mlp": Int(low=1),
+        "d_attn": Int(low=1, none_ok=True),
+        "vocab_size": Int(low=0),
+        "logit_tokens": Int(low=0),
+    },
+)
+E(
     P + "metrics.ksg_mi",
     lambda: (metrics.ksg_mi, dict(x=arr(30), y=arr(30, seed=1), k=3)),
     {
@@ -1403,6 +1415,8 @@ E(
         "last_only": BOOL,
         "prefix_len": Given([-1, "x", 99]),
         "attn_mask": Given(["x", torch.ones(3, 3)]),
+        "position_ids": Given(["x", torch.arange(6.0), torch.arange(5), torch.full((6,), 99)]),
+        "token_callback": Given([3, lambda layer, x, pos: x, lambda layer, x, pos: (x[:, :2], pos)]),
     },
     extra=[
         X("embeds NaN", lambda: (_tiny().forward, dict(embeds=torch.full((2, 6, 8), NAN))), "either", "embeds"),

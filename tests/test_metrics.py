@@ -204,3 +204,44 @@ def test_discordant_pairs_ties_and_infinities():
 def test_discordant_pairs_rejects_bad_input(a, b, err):
     with pytest.raises(err, match=r"\ba\b|\bb\b"):
         discordant_pairs(a, b)
+
+
+def test_transformer_flops_equals_the_counted_matmul_flops():
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from iclr26.models import TinyTransformer, TransformerConfig
+    from iclr26.metrics import transformer_flops
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=13, n_ctx=12, d_model=16, n_layers=3, n_heads=2, d_mlp=24, fast_attention=False)
+    model = TinyTransformer(cfg).eval()
+    keep = {1: 7, 2: 4}  # drop to 7 tokens before block 1 and to 4 before block 2
+
+    def cb(layer, x, pos):
+        if layer in keep:
+            return x[:, -keep[layer] :], pos[:, -keep[layer] :]
+        return None
+
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, 10, dtype=torch.long), token_callback=cb)
+    # the explicit path's last_only=False unembeds every position of the final layer (4 of them)
+    want = transformer_flops([10, 7, 4], d_model=16, d_mlp=24, vocab_size=13, logit_tokens=4)
+    assert counter.get_total_flops() == want
+
+
+def test_transformer_flops_arithmetic_and_bad_input():
+    from iclr26.metrics import transformer_flops
+
+    one = transformer_flops([5], d_model=4, d_mlp=8)
+    assert one == 2 * 5 * 4 * 12 + 4 * 25 * 4 + 2 * 5 * 4 * 4 + 4 * 5 * 4 * 8
+    assert transformer_flops([5, 0], d_model=4, d_mlp=8) == one
+    assert transformer_flops([5], d_model=4, d_mlp=8, vocab_size=10, logit_tokens=2) == one + 2 * 2 * 4 * 10
+    with pytest.raises(ValueError, match="tokens_per_layer"):
+        transformer_flops([-1], d_model=4, d_mlp=8)
+    with pytest.raises(ValueError, match="tokens_per_layer"):
+        transformer_flops([], d_model=4, d_mlp=8)
+    with pytest.raises(TypeError, match="tokens_per_layer"):
+        transformer_flops("x", d_model=4, d_mlp=8)
+    with pytest.raises(ValueError, match="d_model"):
+        transformer_flops([3], d_model=0, d_mlp=8)

@@ -519,3 +519,78 @@ def test_measure_attention_is_invariant_to_permuting_and_duplicating_the_context
     changed = ctx.clone()
     changed[:, 0] += 1.0
     assert (at_query(changed) - base).abs().max() > 1e-6
+
+
+def test_no_schedule_is_the_plain_forward_bit_for_bit():
+    model = tiny(n_ctx=6)
+    x = tokens(3, 6)
+    plain = model(x)
+    assert torch.equal(model(x, token_callback=lambda layer, h, pos: None), plain)
+    assert torch.equal(model(x, position_ids=torch.arange(6)), plain)
+    last = model(x, last_only=True)
+    assert torch.equal(model(x, last_only=True, token_callback=lambda layer, h, pos: (h, pos)), last)
+
+
+def test_position_ids_pick_the_rows_of_w_pos():
+    model = tiny(n_ctx=8)
+    x = tokens(2, 4)
+    pos = torch.tensor([4, 5, 6, 7])
+    shifted = model(x, position_ids=pos)
+    assert not torch.allclose(shifted, model(x))
+    model2 = copy.deepcopy(model)
+    with torch.no_grad():
+        model2.W_pos[:4] = model.W_pos[4:8]
+    assert torch.allclose(model2(x), shifted, atol=1e-6)  # the same as a model whose first rows are rows 4-7
+
+
+def test_token_callback_drops_inserts_and_positions_persist():
+    model = tiny(n_ctx=10).eval()
+    x = tokens(2, 6)
+    seen = {}
+
+    def cb(layer, h, pos):
+        seen[layer] = pos.clone()
+        if layer == 1:  # keep tokens 0, 2 and the text 4, 5: their position ids travel with them
+            idx = torch.tensor([0, 2, 4, 5])
+            return h[:, idx], pos[:, idx]
+        return None
+
+    out = model(x, token_callback=cb)
+    assert out.shape == (2, 4, 11)
+    assert seen[0].tolist() == [[0, 1, 2, 3, 4, 5]] * 2
+    # dropping before block 1 equals running block 0 in full, then block 1 on the kept tokens alone
+    with torch.no_grad():
+        h = model.W_E(x) + model.W_pos[:6]
+        allowed = model.causal_mask[:6, :6].view(1, 1, 6, 6)
+        h = model.blocks[0](h, allowed)[:, [0, 2, 4, 5]]
+        h = model.blocks[1](h, model.causal_mask[:4, :4].view(1, 1, 4, 4))
+        want = model.W_U(model.ln_final(h))
+    assert torch.allclose(out, want, atol=1e-6)
+
+    def insert(layer, h, pos):  # late injection: two tokens enter before block 1 with their own positions
+        if layer == 1:
+            new = torch.zeros(h.shape[0], 2, h.shape[2])
+            p = torch.tensor([[0, 1]]).expand(h.shape[0], 2)
+            return torch.cat([new, h], 1), torch.cat([p, pos], 1)
+        return None
+
+    assert model(x[:, :4], position_ids=torch.arange(2, 6), token_callback=insert).shape == (2, 6, 11)
+
+
+def test_token_callback_is_checked():
+    model = tiny(n_ctx=6)
+    x = tokens(2, 4)
+    with pytest.raises(TypeError, match="token_callback"):
+        model(x, token_callback=3)
+    with pytest.raises(TypeError, match="token_callback"):
+        model(x, token_callback=lambda layer, h, pos: h)
+    with pytest.raises(ValueError, match="token_callback"):
+        model(x, token_callback=lambda layer, h, pos: (h[:, :2], pos))
+    with pytest.raises(ValueError, match="token_callback"):
+        model(x, token_callback=lambda layer, h, pos: None, attn_mask=torch.ones(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="position_ids"):
+        model(x, position_ids=torch.tensor([0, 1, 2, 9]))
+    with pytest.raises(ValueError, match="position_ids"):
+        model(x, position_ids=torch.arange(3))
+    with pytest.raises(TypeError, match="position_ids"):
+        model(x, position_ids=torch.arange(4.0))

@@ -10,6 +10,10 @@ builds ``I(a; b | c) = I(a; [b, c]) − I(a; c)`` from it, clipped at 0, as the 
 
 :func:`discordant_pairs` counts the pairs two rankings order oppositely (the count behind Kendall's τ),
 ties excluded.
+
+:func:`transformer_flops` counts the matrix-multiply FLOPs of one decoder forward pass layer by layer, from the
+number of tokens each layer sees, so that token-dropping schedules (a vision-language model's pruned image tokens)
+can be compared analytically.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from iclr26.validate import as_float, as_generator, as_int
 
-__all__ = ["SlopeFit", "conditional_mi", "discordant_pairs", "ksg_mi", "loglog_slope"]
+__all__ = ["SlopeFit", "conditional_mi", "discordant_pairs", "ksg_mi", "loglog_slope", "transformer_flops"]
 
 
 class SlopeFit(NamedTuple):
@@ -207,3 +211,35 @@ def discordant_pairs(a, b) -> int:
         db = np.sign(xb[:, None] - xb[None, :])
     prod = np.nan_to_num(da * db, nan=0.0)
     return int((np.triu(prod, 1) < 0).sum())
+
+
+def transformer_flops(
+    tokens_per_layer,
+    *,
+    d_model: int,
+    d_mlp: int,
+    d_attn: int | None = None,
+    vocab_size: int = 0,
+    logit_tokens: int = 1,
+) -> float:
+    """Matrix-multiply FLOPs (2 per multiply-add) of one sequence's forward pass through a pre-LN decoder.
+
+    ``tokens_per_layer``: the number of tokens s_l each layer processes (one entry per layer). Layer l costs
+    ``2·s_l·d·(3·d_attn)`` for Q, K, V, ``2·2·s_l²·d_attn`` for the scores and the attention-weighted values (every
+    query against every key, as a dense kernel computes them), ``2·s_l·d_attn·d`` for the output projection and
+    ``2·2·s_l·d·d_mlp`` for the MLP; ``d_attn = n_heads·d_head`` (default ``d_model``). The unembedding adds
+    ``2·logit_tokens·d·vocab_size``. Norms, softmax and additions are not counted (they are O(s·d)).
+    """
+    s = _real_array(tokens_per_layer, "tokens_per_layer", "a sequence of token counts (one per layer)")
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"tokens_per_layer must be a non-empty 1-D sequence, got shape {s.shape}")
+    if not np.all(np.isfinite(s)) or np.any(s < 0):
+        raise ValueError("tokens_per_layer must hold finite counts >= 0")
+    d = as_int(d_model, "d_model", low=1)
+    m = as_int(d_mlp, "d_mlp", low=1)
+    a = d if d_attn is None else as_int(d_attn, "d_attn", low=1)
+    v = as_int(vocab_size, "vocab_size", low=0)
+    t = as_int(logit_tokens, "logit_tokens", low=0)
+    s = s.astype(float)
+    per_layer = 2 * s * d * 3 * a + 4 * s * s * a + 2 * s * a * d + 4 * s * d * m
+    return float(per_layer.sum() + 2.0 * t * d * v)

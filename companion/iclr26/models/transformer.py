@@ -404,6 +404,8 @@ class TinyTransformer(HookedModule):
         prefix_len: int | None = None,
         attn_mask: torch.Tensor | None = None,
         last_only: bool = False,
+        position_ids: torch.Tensor | None = None,
+        token_callback: Callable[..., Any] | None = None,
     ) -> torch.Tensor:
         """Logits (batch, seq, vocab) from ``tokens`` (batch, seq) or from input ``embeds`` (batch, seq, d_model).
 
@@ -421,6 +423,17 @@ class TinyTransformer(HookedModule):
         other output needs: the final block computes its attention query, MLP and unembedding at the last position
         alone (earlier blocks run in full). The values equal ``forward(...)[:, -1:]``; hooks in the final block and
         ``final_resid`` then see a sequence length of 1.
+
+        ``position_ids``: optional long (seq,) or (batch, seq), the row of ``W_pos`` each position gets (default
+        ``0 … seq-1``), each in ``[0, n_ctx)``; the attention mask still follows the order in the sequence.
+
+        ``token_callback``: optional ``fn(layer, x, position_ids) -> (x, position_ids)`` (or ``None``: unchanged),
+        called before every block ``layer = 0 … n_layers-1`` with the residual stream ``x`` (batch, s, d_model) and
+        the position ids (batch, s) of its tokens. It may insert tokens (their embeddings, position embedding
+        included, are the caller's), keep some or drop some; the mask is rebuilt for the new length before the
+        block (causal in sequence order, or full when not ``cfg.causal``), so it cannot be combined with
+        ``attn_mask`` or a bidirectional prefix (``prefix_len`` > 1). Without ``position_ids`` and
+        ``token_callback`` the forward pass is the plain one, bit for bit.
         """
         last_only = as_bool(last_only, "last_only")
         cfg = self.cfg
@@ -457,12 +470,25 @@ class TinyTransformer(HookedModule):
             what = "tokens" if tokens is not None else "embeds"
             what += " and prefix_embeds" if prefix_embeds is not None else ""
             raise ValueError(f"{what}: sequence length {s} exceeds n_ctx={cfg.n_ctx}")
+        if position_ids is not None or token_callback is not None:
+            position_ids = self._position_ids(position_ids, b, s, x.device)
         if self.W_pos is not None:
-            x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
+            if position_ids is None:
+                x = x + self.hook_pos_embed(self.W_pos[:s].unsqueeze(0).expand(b, s, cfg.d_model))
+            else:
+                x = x + self.hook_pos_embed(self.W_pos[position_ids])
 
         if prefix_len is None:
             prefix_len = 0 if prefix_embeds is None else prefix_embeds.shape[1]
         prefix_len = as_int(prefix_len, "prefix_len", low=0, high=s)
+        if token_callback is not None:
+            if not callable(token_callback):
+                raise TypeError(f"token_callback must be callable, got {type(token_callback).__name__}")
+            if attn_mask is not None or (cfg.causal and prefix_len > 1):
+                raise ValueError(
+                    "token_callback rebuilds the mask at every layer: it cannot be combined with attn_mask or "
+                    "prefix_len > 1"
+                )
         allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
         kind = "causal" if cfg.causal else "full"  # lets the fast attention path skip the mask
         if cfg.causal and prefix_len > 1:
@@ -480,9 +506,57 @@ class TinyTransformer(HookedModule):
         allowed = allowed.view(-1, 1, s, s) if allowed.dim() == 3 else allowed.view(1, 1, s, s)
 
         for i, block in enumerate(self.blocks):
+            if token_callback is not None:
+                x, position_ids = self._call_back(token_callback, i, x, position_ids)
+                s = x.shape[1]
+                allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool)
+                allowed, kind = allowed.to(x.device).view(1, 1, s, s), "causal" if cfg.causal else "full"
             x = block(x, allowed, last_only and i == len(self.blocks) - 1, kind)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)
+
+    def _position_ids(self, position_ids: Any, b: int, s: int, device: torch.device) -> torch.Tensor:
+        """``position_ids`` checked and expanded to (b, s) long; ``0 … s-1`` when ``None``."""
+        if position_ids is None:
+            return torch.arange(s, device=device).unsqueeze(0).expand(b, s)
+        if not isinstance(position_ids, torch.Tensor) or position_ids.dtype not in (torch.int64, torch.int32):
+            got = getattr(position_ids, "dtype", type(position_ids).__name__)
+            raise TypeError(f"position_ids must be an integer (long) tensor (seq,) or (batch, seq), got {got}")
+        if position_ids.dim() == 1:
+            position_ids = position_ids.unsqueeze(0)
+        if position_ids.dim() != 2 or position_ids.shape[1] != s or position_ids.shape[0] not in (1, b):
+            raise ValueError(f"position_ids must have shape ({s},) or ({b}, {s}), got {tuple(position_ids.shape)}")
+        if position_ids.numel() and (int(position_ids.min()) < 0 or int(position_ids.max()) >= self.cfg.n_ctx):
+            raise ValueError(f"position_ids must lie in [0, n_ctx={self.cfg.n_ctx})")
+        return position_ids.long().to(device).expand(b, s)
+
+    def _call_back(
+        self, fn: Callable[..., Any], layer: int, x: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run ``token_callback`` before block ``layer`` and check what it returns."""
+        out = fn(layer, x, position_ids)
+        if out is None:
+            return x, position_ids
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError("token_callback must return (x, position_ids) or None")
+        new_x, new_pos = out
+        if not isinstance(new_x, torch.Tensor) or not new_x.is_floating_point():
+            raise TypeError("token_callback must return x as a floating-point tensor (batch, seq, d_model)")
+        if new_x.dim() != 3 or new_x.shape[0] != x.shape[0] or new_x.shape[2] != x.shape[2] or new_x.shape[1] < 1:
+            raise ValueError(
+                f"token_callback returned x of shape {tuple(new_x.shape)}; expected ({x.shape[0]}, s >= 1, "
+                f"{x.shape[2]})"
+            )
+        if new_x.shape[1] > self.cfg.n_ctx:
+            raise ValueError(f"token_callback returned {new_x.shape[1]} tokens, more than n_ctx={self.cfg.n_ctx}")
+        if not isinstance(new_pos, torch.Tensor) or new_pos.dtype not in (torch.int64, torch.int32):
+            raise TypeError("token_callback must return position_ids as an integer tensor (batch, seq)")
+        if new_pos.shape != new_x.shape[:2]:
+            raise ValueError(
+                f"token_callback returned position_ids of shape {tuple(new_pos.shape)}; expected "
+                f"{tuple(new_x.shape[:2])}"
+            )
+        return new_x, new_pos.long()
 
 
 # ------------------------------------------------------------------------------------------------ VLM
