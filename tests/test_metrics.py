@@ -210,8 +210,8 @@ def test_transformer_flops_equals_the_counted_matmul_flops():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from iclr26.models import TinyTransformer, TransformerConfig
     from iclr26.metrics import transformer_flops
+    from iclr26.models import TinyTransformer, TransformerConfig
 
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=13, n_ctx=12, d_model=16, n_layers=3, n_heads=2, d_mlp=24, fast_attention=False)
