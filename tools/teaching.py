@@ -32,6 +32,7 @@ PATHS = {
         ("Concept energies through an archetypal SAE: blindspots of image generators", ["conceptual_blindspots"]),
         ("Transcoder features read from the weights, and circuits from attributions", ["weightlens_circuitlens"]),
         ("Binding in vision-language models", ["vlm_binding"]),
+        ("Which layers use the image: late injection, pyramid pruning and early exit of vision tokens", ["hidivdrop"]),
         ("Steering an evaluation-aware model organism", ["eval_awareness_steering"]),
         ("A feature in one gradient neuron: GRADIEND and rewriting a planted bias", ["bias_gradient_neuron"]),
         ("Memorisation and attention heads in diffusion models", ["diffusion_memorization"]),
