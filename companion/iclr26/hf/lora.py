@@ -100,28 +100,27 @@ def add_lora(
     for p in model.parameters():
         p.requires_grad_(False)
     for name, module in found:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, LoRALinear(module, rank, alpha, generator=gen))
+        model.set_submodule(name, LoRALinear(module, rank, alpha, generator=gen))
     return [name for name, _ in found]
+
+
+def _adapters(model: nn.Module) -> list[tuple[str, LoRALinear]]:
+    """Every :class:`LoRALinear` of ``model`` with its name; a ``ValueError`` if there is none."""
+    found = [(name, m) for name, m in as_module(model, "model").named_modules() if isinstance(m, LoRALinear)]
+    if not found:
+        raise ValueError("model has no LoRA adapters (add_lora first)")
+    return found
 
 
 def lora_parameters(model: nn.Module) -> list[nn.Parameter]:
     """The adapters' trainable tensors (``A`` and ``B`` of every :class:`LoRALinear`), for the optimizer."""
-    model = as_module(model, "model")
-    out = [p for m in model.modules() if isinstance(m, LoRALinear) for p in (m.lora_A, m.lora_B)]
-    if not out:
-        raise ValueError("model has no LoRA adapters (add_lora first)")
-    return out
+    return [p for _, m in _adapters(model) for p in (m.lora_A, m.lora_B)]
 
 
 @contextmanager
 def lora_disabled(model: nn.Module) -> Iterator[nn.Module]:
     """Inside the block ``model`` runs as its base model (every adapter off); they are back on after it."""
-    model = as_module(model, "model")
-    layers = [m for m in model.modules() if isinstance(m, LoRALinear)]
-    if not layers:
-        raise ValueError("model has no LoRA adapters (add_lora first)")
+    layers = [m for _, m in _adapters(model)]
     before = [m.enabled for m in layers]
     for m in layers:
         m.enabled = False
@@ -136,14 +135,9 @@ def lora_disabled(model: nn.Module) -> Iterator[nn.Module]:
 def merge_lora(model: nn.Module) -> list[str]:
     """Fold every adapter into its base weight (``W += (alpha / rank) B A``), put the plain ``nn.Linear`` back and
     return the merged names; the parameters frozen by :func:`add_lora` stay frozen."""
-    model = as_module(model, "model")
-    found = [(name, m) for name, m in model.named_modules() if isinstance(m, LoRALinear)]
-    if not found:
-        raise ValueError("model has no LoRA adapters (add_lora first)")
+    found = _adapters(model)
     for name, m in found:
         if m.enabled:
             m.base.weight += m.delta_weight().to(m.base.weight.dtype)
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, m.base)
+        model.set_submodule(name, m.base)
     return [name for name, _ in found]

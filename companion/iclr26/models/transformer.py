@@ -489,8 +489,7 @@ class TinyTransformer(HookedModule):
                     "token_callback rebuilds the mask at every layer: it cannot be combined with attn_mask or "
                     "prefix_len > 1"
                 )
-        allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool, device=x.device)
-        kind = "causal" if cfg.causal else "full"  # lets the fast attention path skip the mask
+        allowed, kind = self._plain_mask(s, x.device)
         if cfg.causal and prefix_len > 1:
             allowed = prefix_lm_mask(s, prefix_len, device=x.device)
             kind = "general"
@@ -509,11 +508,18 @@ class TinyTransformer(HookedModule):
             if token_callback is not None:
                 x, position_ids = self._call_back(token_callback, i, x, position_ids)
                 s = x.shape[1]
-                allowed = self.causal_mask[:s, :s] if cfg.causal else torch.ones(s, s, dtype=torch.bool)
-                allowed, kind = allowed.to(x.device).view(1, 1, s, s), "causal" if cfg.causal else "full"
+                allowed, kind = self._plain_mask(s, x.device)
+                allowed = allowed.view(1, 1, s, s)
             x = block(x, allowed, last_only and i == len(self.blocks) - 1, kind)
         x = self.hook_final_resid(self.ln_final(x))
         return self.W_U(x)
+
+    def _plain_mask(self, s: int, device: torch.device) -> tuple[torch.Tensor, str]:
+        """The (s, s) mask of the config (causal, or full when not ``cfg.causal``) and its kind, which lets the fast
+        attention path skip the mask."""
+        if self.cfg.causal:
+            return self.causal_mask[:s, :s].to(device), "causal"
+        return torch.ones(s, s, dtype=torch.bool, device=device), "full"
 
     def _position_ids(self, position_ids: Any, b: int, s: int, device: torch.device) -> torch.Tensor:
         """``position_ids`` checked and expanded to (b, s) long; ``0 … s-1`` when ``None``."""
