@@ -11,6 +11,14 @@ from safetensors.torch import load_file
 
 from iclr26.book.launch import launch_cells, load_results, run_chapter, save_result
 
+NBS = Path(__file__).resolve().parent.parent / "nbs"
+
+
+def _kept(out: Path) -> dict[str, int]:
+    """The kept JSON results under ``out`` with their modification times (unchanged by a pass that trains nothing)."""
+    return {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+
+
 SETUP = """
 import torch
 from iclr26.book.launch import save_result
@@ -125,13 +133,13 @@ def test_cells_without_an_entry_function_are_the_job(tmp_path):
 def test_optimizer_benchmark_trains_outside_the_notebook_and_reads_its_runs_back(tmp_path):
     """The chapter's launch cells at `ci`: every run is kept, and a second pass (what the notebook does with
     `results` set) reads them all instead of training."""
-    nb = Path(__file__).resolve().parent.parent / "nbs" / "optimizer_benchmark.ipynb"
+    nb = NBS / "optimizer_benchmark.ipynb"
     out = tmp_path / "runs"
     first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    kept = _kept(out)
     assert len(kept) == len(first["runs"]) > 0, "one kept result per training run"
     second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    assert _kept(out) == kept, "the second pass trained nothing"
     cols = ["optimizer", "d_model", "budget", "seed", "loss"]
     assert second["final"][cols].equals(first["final"][cols])
 
@@ -140,7 +148,7 @@ def test_optimizer_benchmark_trains_outside_the_notebook_and_reads_its_runs_back
 def test_conceptual_blindspots_trains_its_rasae_outside_the_notebook(tmp_path):
     """The chapter's launch cells at `ci` (the tiny DINOv2 fixture): the RA-SAE and its delta table are kept, and the
     table reads back as the notebook reads it with `runs_dir` set."""
-    nb = Path(__file__).resolve().parent.parent / "nbs" / "conceptual_blindspots.ipynb"
+    nb = NBS / "conceptual_blindspots.ipynb"
     out = tmp_path / "runs"
     table = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
     kept = load_results(out)["blindspot_table"]
@@ -155,10 +163,10 @@ def test_proxy_data_selection_trains_its_lm_runs_outside_the_notebook(tmp_path):
     """The chapter's launch cells at `ci` (a tiny random GPT-NeoX, Markov-chain recipes): every proxy and target run is
     kept, a second pass trains nothing and reads the same table back, and the Spearman summary covers every proxy
     rate and the tuned proxy."""
-    nb = Path(__file__).resolve().parent.parent / "nbs" / "proxy_data_selection.ipynb"
+    nb = NBS / "proxy_data_selection.ipynb"
     out = tmp_path / "runs"
     first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    kept = _kept(out)
     runs = load_results(out)
     n_recipes = len(first)
     assert len(kept) == len(runs) == n_recipes * 4, "2 proxy and 2 target rates per recipe at ci, each kept"
@@ -167,7 +175,7 @@ def test_proxy_data_selection_trains_its_lm_runs_outside_the_notebook(tmp_path):
         target = [r["loss"] for r in runs.values() if r["role"] == "target" and r["recipe"] == i]
         assert row[1] == min(target), "the tuned target is each recipe's best run"
     second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    assert _kept(out) == kept, "the second pass trained nothing"
     assert second.equals(first)
     namespace = {"__name__": "iclr26_launch", "scale": "ci", "seed": 0, "device": "cpu", "results": str(out)}
     for src in launch_cells(nb)[0]:
@@ -177,10 +185,11 @@ def test_proxy_data_selection_trains_its_lm_runs_outside_the_notebook(tmp_path):
     assert spearman.between(-1, 1).all()
 
 
+@pytest.mark.chapter
 def test_patronus_paper_path_runs_on_tiny_files(tmp_path):
     """patronus_diffusion's launch cells at `ci`: the Fashion-MNIST (IDX) and CelebA (original layout) loaders, the
     official-settings training and the official metrics run on tiny files in those formats, and every run is kept."""
-    nb = Path(__file__).resolve().parent.parent / "nbs" / "patronus_diffusion.ipynb"
+    nb = NBS / "patronus_diffusion.ipynb"
     records = run_chapter(nb, tmp_path / "runs", scale="ci", seed=0, device="cpu")
     assert set(records) == {"fmnist", "celeba", "celeba_hair_smile"}
     assert set(load_results(tmp_path / "runs")) == set(records)
@@ -190,17 +199,18 @@ def test_patronus_paper_path_runs_on_tiny_files(tmp_path):
     assert records["celeba_hair_smile"]["n_train"] < records["celeba"]["n_train"]  # the hair/smile subset
 
 
+@pytest.mark.chapter
 def test_measure_attention_memory_trains_outside_the_notebook_and_reads_its_runs_back(tmp_path):
     """The chapter's launch cells at `ci`: every training (the n grid, the baselines, the sweep settings, the
     true-density variant) is kept, and a second pass reads them back instead of training, with the same risks."""
-    nb = Path(__file__).resolve().parent.parent / "nbs" / "measure_attention_memory.ipynb"
+    nb = NBS / "measure_attention_memory.ipynb"
     out = tmp_path / "runs"
     first = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    kept = _kept(out)
     n_sweep = int((first["sweep"].setting != "base").sum())
     assert len(kept) == len(first["runs"]) + n_sweep + 1, "one kept result per training run"
     assert len(list(out.glob("*.safetensors"))) == len(kept), "each run keeps its weights"
     second = run_chapter(nb, out, scale="ci", seed=0, device="cpu")
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == kept, "the second pass trained nothing"
+    assert _kept(out) == kept, "the second pass trained nothing"
     assert second["runs"][["kind", "n", "risk", "mass"]].equals(first["runs"][["kind", "n", "risk", "mass"]])
     assert second["sweep"].rel_risk.tolist() == first["sweep"].rel_risk.tolist()
