@@ -1043,7 +1043,12 @@ E(
 E(
     P + "hooks.capture",
     lambda: (hooks.capture, dict(model=_tiny(), names="blocks.0")),
-    {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL},
+    {"model": OBJ, "names": Given([None, 3, "no.such", []]), "detach": BOOL, "read": Given([None, 3, "inputs"])},
+)
+E(
+    P + "hooks.forward_pre_hooks",
+    lambda: (hooks.forward_pre_hooks, dict(model=_tiny(), hooks={"blocks.0": lambda m, a, k: None})),
+    {"model": OBJ, "hooks": Given([None, 3, {"no.such": lambda m, a, k: None}, {"blocks.0": 3}]), "prepend": BOOL},
 )
 E(
     P + "hooks.steer",

@@ -405,3 +405,67 @@ def test_steer_layers_adds_one_vector_per_layer_on_both_model_kinds(tmp_path):
         pass
     with pytest.raises(ValueError, match="one vector"), steer_layers(model, {names[0]: torch.ones(2, 8)}):
         pass
+
+
+def test_capture_reads_what_enters_a_site():
+    from iclr26.hooks import capture
+
+    torch.manual_seed(0)
+    model = TinyTransformer(TransformerConfig(vocab_size=16, n_ctx=8, d_model=8, n_layers=2, n_heads=2, d_mlp=16))
+    x = torch.randint(0, 16, (2, 6), generator=torch.Generator().manual_seed(3))
+    _, cache = model.run_with_cache(x, names=["blocks.0.resid_post"])
+    with capture(model, ["blocks.1", "blocks.0.resid_post"], read="input") as got:
+        model(x)
+    assert torch.equal(got["blocks.1"], cache["blocks.0.resid_post"])  # block 1 receives block 0's residual
+    assert torch.equal(got["blocks.0.resid_post"], cache["blocks.0.resid_post"])  # a point passes its value through
+    with model.hooks({"blocks.0.resid_post": lambda t, n: 0 * t}):  # a point's input is its value before the hook
+        with (
+            capture(model, "blocks.0.resid_post", read="input") as before,
+            capture(model, "blocks.1", read="input") as after,
+        ):
+            model(x)
+    assert torch.equal(before["blocks.0.resid_post"], cache["blocks.0.resid_post"])
+    assert torch.equal(after["blocks.1"], torch.zeros_like(after["blocks.1"]))
+    assert not model.is_hooked("blocks.0.resid_post")
+    with pytest.raises(ValueError, match="read"), capture(model, "blocks.0", read="inputs"):
+        pass
+
+
+def test_forward_pre_hooks_read_and_rewrite_keyword_inputs(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from iclr26.hf import write_tiny_model
+    from iclr26.hooks import capture, forward_pre_hooks
+
+    lm = AutoModelForCausalLM.from_pretrained(write_tiny_model("llama", tmp_path / "llama")).eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    seen = {}
+
+    def look(module, args, kwargs):  # transformers passes a decoder layer's inputs by keyword
+        seen["keys"] = set(kwargs)
+        seen["pos"] = kwargs["position_ids"].clone()
+
+    with torch.no_grad():
+        plain = lm(ids).logits
+        with capture(lm, "model.layers.1", read="input") as entering, capture(lm, "model.layers.0") as leaving:
+            lm(ids)
+        assert torch.equal(entering["model.layers.1"], leaving["model.layers.0"])  # a keyword input is read too
+        with forward_pre_hooks(lm, {"model.layers.1": look}):
+            lm(ids)
+        assert {"position_ids", "position_embeddings"} <= seen["keys"] and seen["pos"].tolist() == [[0, 1, 2, 3, 4]]
+
+        def drop_first(module, args, kwargs):  # token surgery: layer 0 never sees the first token's embedding
+            x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            x = torch.cat([torch.zeros_like(x[:, :1]), x[:, 1:]], 1)
+            if "hidden_states" in kwargs:
+                return args, {**kwargs, "hidden_states": x}
+            return (x, *args[1:]), kwargs
+
+        with forward_pre_hooks(lm, {"model.layers.0": drop_first}):
+            cut = lm(ids).logits
+        assert not torch.allclose(cut, plain)
+        assert torch.equal(lm(ids).logits, plain)  # removed on exit
+    with pytest.raises(ValueError, match="hooks key"), forward_pre_hooks(lm, {"model.layer.0": look}):
+        pass
+    with pytest.raises(TypeError, match="args, kwargs"), forward_pre_hooks(lm, {"model.layers.0": 3}):
+        pass

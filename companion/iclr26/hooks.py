@@ -18,15 +18,20 @@ that replaces the value downstream.
 The same verbs work on any torch model, ours or a transformers one, through one vocabulary of *sites* named by a
 string — a hook point of a :class:`HookedModule`, or else a submodule of ``model.named_modules()`` (its output's hidden
 state): :func:`capture` records values, :func:`steer` adds a vector, :func:`patch` copies another run's values in
-(activation patching), :func:`steer_layers` steers a set of layers at once; :func:`forward_hooks` registers raw
-forward hooks on submodules and :func:`block_names` lists a model's blocks::
+(activation patching), :func:`steer_layers` steers a set of layers at once; :func:`forward_hooks` and
+:func:`forward_pre_hooks` register raw forward hooks and keyword pre-hooks on submodules (token surgery: drop, insert or
+re-position tokens before a block sees them) and :func:`block_names` lists a model's blocks::
 
     with capture(lm, ["model.layers.3"]) as acts:             # a transformers LLaMA
         lm(ids)
     with steer(model, "blocks.1.resid_post", v, scale=4.0):     # one of our models
         steered = model(x)
     with patch(model, {"blocks.1.resid_post": cf_acts}, positions=[-1]):
-        patched = model(x) Models use :meth:`HookedModule.is_hooked` (or :attr:`HookPoint.active`) to skip
+        patched = model(x)
+    with capture(gpt2, "transformer.h.0.ln_2", read="input") as acts:   # what enters a submodule
+        gpt2(ids)
+
+Models use :meth:`HookedModule.is_hooked` (or :attr:`HookPoint.active`) to skip
 building an intermediate that nobody asked for (the transformer's attention takes a fused fast path then).
 """
 
@@ -42,7 +47,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from iclr26.validate import as_bool, as_float, as_int, as_module, float_tensor
+from iclr26.validate import as_bool, as_float, as_int, as_module, float_tensor, one_of
 
 __all__ = [
     "HookPoint",
@@ -53,6 +58,7 @@ __all__ = [
     "steer_layers",
     "patch",
     "forward_hooks",
+    "forward_pre_hooks",
     "block_names",
 ]
 
@@ -326,6 +332,34 @@ def _site(model: nn.Module, name: Any, what: str) -> tuple[str, Any]:
 
 
 @contextmanager
+def _registered(model: nn.Module, hooks: Any, prepend: Any, *, pre: bool) -> Iterator[None]:
+    """Check ``model``, ``hooks`` ({submodule name: fn}) and ``prepend``, then hold each fn registered on its submodule
+    (a keyword pre-hook when ``pre``, else a forward hook) until the block exits."""
+    as_module(model)
+    prepend = as_bool(prepend, "prepend")
+    if not isinstance(hooks, Mapping):
+        raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
+    signature = "fn(module, args, kwargs)" if pre else "fn(module, inputs, output)"
+    targets = []
+    for name, fn in hooks.items():
+        module = _submodule(model, name, "hooks key")
+        if not callable(fn):
+            raise TypeError(f"hooks[{name!r}] must be callable as {signature}, got {type(fn).__name__}")
+        targets.append((module, fn))
+    handles = []
+    try:
+        for module, fn in targets:
+            if pre:
+                handles.append(module.register_forward_pre_hook(fn, with_kwargs=True, prepend=prepend))
+            else:
+                handles.append(module.register_forward_hook(fn, prepend=prepend))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
 def forward_hooks(
     model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
 ) -> Iterator[nn.Module]:
@@ -344,24 +378,47 @@ def forward_hooks(
     >>> with forward_hooks(model, {"transformer.h.3": lambda m, i, out: out * 0}):  # zero-ablate block 3
     ...     logits = model(ids).logits
     """
-    as_module(model)
-    prepend = as_bool(prepend, "prepend")
-    if not isinstance(hooks, Mapping):
-        raise TypeError(f"hooks must be a mapping {{submodule name: fn}}, got {type(hooks).__name__}")
-    targets = []
-    for name, fn in hooks.items():
-        module = _submodule(model, name, "hooks key")
-        if not callable(fn):
-            raise TypeError(f"hooks[{name!r}] must be callable as fn(module, inputs, output), got {type(fn).__name__}")
-        targets.append((module, fn))
-    handles = []
-    try:
-        for module, fn in targets:
-            handles.append(module.register_forward_hook(fn, prepend=prepend))
+    with _registered(model, hooks, prepend, pre=False):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()
+
+
+@contextmanager
+def forward_pre_hooks(
+    model: nn.Module, hooks: Mapping[str, Callable[..., Any]], *, prepend: bool = True
+) -> Iterator[nn.Module]:
+    """Register keyword forward pre-hooks on named submodules for the length of a ``with`` block; yields ``model``.
+
+    ``hooks``: ``{submodule name: fn}``. ``fn(module, args, kwargs)`` is called before the submodule's forward with
+    its positional and keyword arguments (transformers passes most of a decoder layer's inputs by keyword:
+    ``hidden_states``, ``attention_mask``, ``position_ids``, ``position_embeddings``; the base model gets
+    ``inputs_embeds``); returning an ``(args, kwargs)`` pair replaces them, ``None`` keeps them, as torch's
+    ``register_forward_pre_hook(..., with_kwargs=True)`` does. That is the place for token surgery: read a multimodal
+    model's merged embeddings, or drop, insert or re-position tokens before a layer sees them. A hook may raise to
+    stop the forward pass once it has what it needs. Names are checked before any hook is registered; unknown names
+    raise ``ValueError`` listing close matches; the hooks are removed on exit, even when the block raises.
+    ``prepend`` (default): these run before pre-hooks already on the submodule.
+
+    >>> def merged(module, args, kwargs):             # what a transformers LLaVA's language model receives
+    ...     seen["embeds"] = kwargs["inputs_embeds"]
+    >>> with forward_pre_hooks(llava, {"model.language_model": merged}):
+    ...     llava(**inputs)
+    """
+    with _registered(model, hooks, prepend, pre=True):
+        yield model
+
+
+def _main_input(args: tuple, kwargs: dict, name: str) -> torch.Tensor:
+    """The hidden state a submodule receives: its first positional argument, or else the keyword ``hidden_states``
+    (transformers' decoder layers), ``inputs_embeds`` or ``input``."""
+    if args and torch.is_tensor(args[0]):
+        return args[0]
+    for key in ("hidden_states", "inputs_embeds", "input"):
+        if torch.is_tensor(kwargs.get(key)):
+            return kwargs[key]
+    raise TypeError(
+        f"submodule {name!r} receives no tensor as its first argument nor as hidden_states / inputs_embeds / input "
+        f"(write the hook with forward_pre_hooks)"
+    )
 
 
 def _main_output(output: Any, name: str) -> torch.Tensor:
@@ -400,13 +457,18 @@ def _names(names: Any) -> list[str]:
 
 
 @contextmanager
-def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+def capture(
+    model: nn.Module, names: str | Iterable[str], detach: bool = True, *, read: str = "output"
+) -> Iterator[dict[str, torch.Tensor]]:
     """Record values by name: yields a dict ``{name: tensor}`` that every forward pass overwrites.
 
     A name is a hook point of a :class:`HookedModule` (the value as it leaves the point, after any hook function
     there) or a submodule of any torch model (the output's hidden state: the first entry of a tuple output, as it
     leaves the submodule, after every replacement: an enclosing or enclosed :func:`steer` shows). Detached unless
-    ``detach=False``. For many batches, read (or ``.cpu()``) the dict after each forward pass::
+    ``detach=False``. ``read="input"`` records what *enters* each site instead: a submodule's first positional
+    argument or its ``hidden_states`` / ``inputs_embeds`` keyword (e.g. GPT-2's ``"transformer.h.0.ln_2"``: the
+    residual stream before the norm), a hook point's value before its hook function. For many batches, read (or
+    ``.cpu()``) the dict after each forward pass::
 
         with capture(model, ["model.layers.3"]) as acts:
             for ids in batches:
@@ -417,24 +479,42 @@ def capture(model: nn.Module, names: str | Iterable[str], detach: bool = True) -
     names = _names(names)
     sites = {name: _site(model, name, "names") for name in names}
     detach = as_bool(detach, "detach")
+    read = one_of(read, "read", ("output", "input"))
     store: dict[str, torch.Tensor] = {}
+
+    def keep(name: str, value: torch.Tensor) -> None:
+        store[name] = value.detach() if detach else value
 
     def recorder(name: str) -> Callable[..., None]:
         def hook(module: nn.Module, inputs: Any, output: Any) -> None:
-            out = _main_output(output, name)
-            store[name] = out.detach() if detach else out
+            keep(name, _main_output(output, name))
 
         return hook
 
-    modules = {name: recorder(name) for name, (kind, _) in sites.items() if kind == "module"}
+    def entry_recorder(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            keep(name, _main_input(args, kwargs, name))
+
+        return hook
+
+    modules = {name: site for name, (kind, site) in sites.items() if kind == "module"}
     points = {name: site for name, (kind, site) in sites.items() if kind == "point"}
-    with forward_hooks(model, modules, prepend=False):  # module names are checked already
-        handles = [point.register_forward_hook(recorder(name)) for name, point in points.items()]
-        try:
-            yield store
-        finally:
-            for handle in handles:
-                handle.remove()
+    handles = []
+    try:
+        for name, point in points.items():
+            if read == "output":
+                handles.append(point.register_forward_hook(recorder(name)))
+            else:  # before the point's own hook function: a pre-hook sees the value as it arrives
+                handles.append(point.register_forward_pre_hook(entry_recorder(name), with_kwargs=True))
+        for name, module in modules.items():  # after the hooks already there (prepend=False), as steer's show
+            if read == "output":
+                handles.append(module.register_forward_hook(recorder(name)))
+            else:
+                handles.append(module.register_forward_pre_hook(entry_recorder(name), with_kwargs=True))
+        yield store
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _add(value: torch.Tensor, vector: torch.Tensor, scale: float, name: str) -> torch.Tensor:
