@@ -418,28 +418,15 @@ def mlp_io(
     read_input = as_bool(read_input, "read_input")
     if not isinstance(in_name, str):
         raise TypeError(f"in_name must be a submodule name, got {type(in_name).__name__}")
-    store: dict[str, torch.Tensor] = {}
-    handle = None
-    if read_input:
-        try:
-            sub = model.get_submodule(in_name)
-        except AttributeError:
-            raise ValueError(f"in_name: {in_name!r} is not a submodule of the model") from None
-
-        def keep(module: Any, args: tuple) -> None:
-            store["x"] = (args[0] if args else None).detach()
-
-        handle = sub.register_forward_pre_hook(keep)
     xs, ys = [], []
-    try:
-        with capture(model, [out_name] if read_input else [in_name, out_name]) as c:
-            for start in range(0, ids.shape[0], batch_size):
-                residual_activations(model, ids[start : start + batch_size], layer=stop_layer, batch_size=batch_size)
-                xs.append((store["x"] if read_input else c[in_name]).float().cpu())
-                ys.append(c[out_name].float().cpu())
-    finally:
-        if handle is not None:
-            handle.remove()
+    with (
+        capture(model, in_name, read="input" if read_input else "output") as x,
+        capture(model, out_name) as y,
+    ):
+        for start in range(0, ids.shape[0], batch_size):
+            residual_activations(model, ids[start : start + batch_size], layer=stop_layer, batch_size=batch_size)
+            xs.append(x[in_name].float().cpu())
+            ys.append(y[out_name].float().cpu())
     return torch.cat(xs), torch.cat(ys)
 
 
