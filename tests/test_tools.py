@@ -291,6 +291,11 @@ def test_robustness_compares_the_hash_seed_twin(tmp_path):
     broken = {"notebook": "nbs/gamma.ipynb", "seed": 0, "error": "boom", "glued": {}}
     hashing = determinism([run, other, {**broken, "error": None}], [same, moved, broken])
     assert hashing == {"alpha": [], "beta": ["a", "b", "c"], "gamma": None}
+    threaded = {**other, "notebook": "nbs/delta.ipynb", "threads": "2"}
+    assert determinism([threaded], [{**moved, "notebook": "nbs/delta.ipynb", "threads": "1"}]) == {}  # not comparable
+    assert determinism([threaded], [{**moved, "notebook": "nbs/delta.ipynb", "threads": "2"}]) == {
+        "delta": ["a", "b", "c"]
+    }
     page = write_page([run], tmp_path / "r.md", hashing=hashing).read_text()
     assert "1 of 3 chapters glue identical values" in page
     assert "- `beta`: differs in a, b, c" in page and "- `gamma`: did not run to the end" in page

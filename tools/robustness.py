@@ -265,7 +265,12 @@ def determinism(runs: list[dict], twins: list[dict]) -> dict[str, list[str] | No
         run = seed0.get(slug)
         if run is None:
             continue
-        out[slug] = None if run.get("error") or twin.get("error") else glue_differences(run, twin)
+        if run.get("error") or twin.get("error"):
+            out[slug] = None
+        elif str(run.get("threads", "?")) != str(twin.get("threads", run.get("threads", "?"))):
+            continue  # run at another thread count: not comparable (the next run redoes the twin)
+        else:
+            out[slug] = glue_differences(run, twin)
     return out
 
 
@@ -278,12 +283,19 @@ def code_hash(notebook: Path) -> str:
     return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
 
 
-def _fresh(path: Path, code: str, hash_seed: str) -> bool:
-    """A kept run counts while the notebook's code (``code``: its :func:`code_hash`) and hash seed are what it ran."""
+def _fresh(path: Path, code: str, hash_seed: str, threads: str) -> bool:
+    """A kept run counts while the notebook's code (``code``: its :func:`code_hash`), hash seed and thread count are
+    what it ran (a run kept before thread counts were recorded counts for any). Torch's reductions split work by
+    thread, so a run at another thread count may differ in the last bits, and the hash-seed twin would then report a
+    difference that no hash seed caused."""
     if not path.is_file():
         return False
     kept = json.loads(path.read_text())
-    return kept.get("code_hash") == code and kept.get("hash_seed") == hash_seed
+    return (
+        kept.get("code_hash") == code
+        and kept.get("hash_seed") == hash_seed
+        and str(kept.get("threads", threads)) == threads
+    )
 
 
 def load_runs(slugs: set[str] | None = None) -> list[dict]:
@@ -318,14 +330,15 @@ def main(argv: list[str] | None = None) -> int:
         plan = [(nb, s, _run_path(nb.stem, s), HASH_SEED) for nb in chapters for s in args.seeds]
         if 0 in args.seeds:
             plan += [(nb, 0, _twin_path(nb.stem), TWIN_HASH_SEED) for nb in chapters]
-        todo = [item for item in plan if args.rerun or not _fresh(item[2], codes[item[0].stem], item[3])]
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
+        threads = str(max(1, (os.cpu_count() or 1) // args.jobs))
+        todo = [item for item in plan if args.rerun or not _fresh(item[2], codes[item[0].stem], item[3], threads)]
+        os.environ["OMP_NUM_THREADS"] = threads
         RUNS.mkdir(parents=True, exist_ok=True)
 
         def one(item):
             nb, seed, path, hash_seed = item
             run = run_chapter(nb.relative_to(ROOT), "ci", seed, env={"PYTHONHASHSEED": hash_seed})
-            result = {**run, "code_hash": codes[nb.stem], "hash_seed": hash_seed}
+            result = {**run, "code_hash": codes[nb.stem], "hash_seed": hash_seed, "threads": threads}
             path.write_text(json.dumps(result, indent=2, default=str) + "\n")
             return result
 
