@@ -282,8 +282,8 @@ def test_robustness_compares_the_hash_seed_twin(tmp_path):
     from tools.robustness import determinism, glue_differences, write_page
 
     run = {"notebook": "nbs/alpha.ipynb", "seed": 0, "claims": [], "glued": {"a": 1.0, "seconds_fit": 3.1, "b": "x"}}
-    run["glued"]["lm_tokens_per_s"] = 900.0
-    same = {**run, "glued": {"a": 1.0, "seconds_fit": 2.7, "b": "x", "lm_tokens_per_s": 870.0}}
+    run["glued"].update(lm_tokens_per_s=900.0, step_speedup=1.6)
+    same = {**run, "glued": {"a": 1.0, "seconds_fit": 2.7, "b": "x", "lm_tokens_per_s": 870.0, "step_speedup": 1.5}}
     assert glue_differences(run, same) == []  # run times differ by nature and are left out
     other = {**run, "notebook": "nbs/beta.ipynb"}
     moved = {**other, "glued": {"a": 1.5, "c": 0}}

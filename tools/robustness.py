@@ -43,7 +43,7 @@ RUNS = ROOT / "_build" / "robustness"
 SUMMARY = ROOT / "book" / "robustness.json"
 TIGHTEST = 8  # rows in the page's "tightest claims" table
 HASH_SEED, TWIN_HASH_SEED = "1", "2"  # PYTHONHASHSEED of every run, and of each chapter's seed-0 twin
-TIMING = re.compile(r"(^|_)seconds($|_)|_per_s$")  # glued run times and speeds: they differ from run to run
+TIMING = re.compile(r"(^|_)(seconds|speedup)($|_)|_per_s$")  # glued run times, speeds, speed-ups: differ run to run
 
 
 def room(slack: float | None, bound: float | None, value) -> float | None:
