@@ -497,20 +497,15 @@ def capture(
 
         return hook
 
-    modules = {name: site for name, (kind, site) in sites.items() if kind == "module"}
-    points = {name: site for name, (kind, site) in sites.items() if kind == "point"}
     handles = []
     try:
-        for name, point in points.items():
+        # a hook point and a submodule register alike, after the hooks already there (as steer's show); a pre-hook
+        # sees the value as it arrives, before a hook point's own hook function
+        for name, (_, site) in sites.items():
             if read == "output":
-                handles.append(point.register_forward_hook(recorder(name)))
-            else:  # before the point's own hook function: a pre-hook sees the value as it arrives
-                handles.append(point.register_forward_pre_hook(entry_recorder(name), with_kwargs=True))
-        for name, module in modules.items():  # after the hooks already there (prepend=False), as steer's show
-            if read == "output":
-                handles.append(module.register_forward_hook(recorder(name)))
+                handles.append(site.register_forward_hook(recorder(name)))
             else:
-                handles.append(module.register_forward_pre_hook(entry_recorder(name), with_kwargs=True))
+                handles.append(site.register_forward_pre_hook(entry_recorder(name), with_kwargs=True))
         yield store
     finally:
         for handle in handles:
