@@ -296,6 +296,10 @@ def test_robustness_compares_the_hash_seed_twin(tmp_path):
     assert determinism([threaded], [{**moved, "notebook": "nbs/delta.ipynb", "threads": "2"}]) == {
         "delta": ["a", "b", "c"]
     }
+    unrecorded = {k: v for k, v in threaded.items() if k != "threads"}  # kept before thread counts were recorded
+    assert determinism([unrecorded], [{**moved, "notebook": "nbs/delta.ipynb", "threads": "1"}]) == {
+        "delta": ["a", "b", "c"]
+    }
     page = write_page([run], tmp_path / "r.md", hashing=hashing).read_text()
     assert "1 of 3 chapters glue identical values" in page
     assert "- `beta`: differs in a, b, c" in page and "- `gamma`: did not run to the end" in page

@@ -267,8 +267,8 @@ def determinism(runs: list[dict], twins: list[dict]) -> dict[str, list[str] | No
             continue
         if run.get("error") or twin.get("error"):
             out[slug] = None
-        elif str(run.get("threads", "?")) != str(twin.get("threads", run.get("threads", "?"))):
-            continue  # run at another thread count: not comparable (the next run redoes the twin)
+        elif None not in (run.get("threads"), twin.get("threads")) and str(run["threads"]) != str(twin["threads"]):
+            continue  # both recorded, at different thread counts: not comparable (the next run redoes the twin)
         else:
             out[slug] = glue_differences(run, twin)
     return out
