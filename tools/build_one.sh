@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build a one-chapter book with warnings as errors from an executed notebook:
 #   bash tools/build_one.sh /tmp/influential_sets_ci.ipynb      -> /tmp/book-influential_sets/_build/html
+#   bash tools/build_one.sh /tmp/influential_sets/book.ipynb    -> the same (a notebook named ci or book: its folder's name)
 set -euo pipefail
 nb="$1"
 slug="$(basename "$nb" .ipynb)"
-slug="${slug%%_ci*}"; slug="${slug%%_book*}"
+case "$slug" in ci|book) slug="$(basename "$(dirname "$nb")")" ;; esac
+slug="${slug%_ci}"; slug="${slug%_book}"  # only a trailing scale: weightlens_circuitlens keeps its "_ci"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="$(mktemp -d)"
 cp "$nb" "$tmp/$slug.ipynb"
