@@ -267,8 +267,8 @@ def determinism(runs: list[dict], twins: list[dict]) -> dict[str, list[str] | No
             continue
         if run.get("error") or twin.get("error"):
             out[slug] = None
-        elif None not in (run.get("threads"), twin.get("threads")) and str(run["threads"]) != str(twin["threads"]):
-            continue  # both recorded, at different thread counts: not comparable (the next run redoes the twin)
+        elif not _same_threads(run.get("threads"), twin.get("threads")):
+            continue  # run at another thread count: not comparable (the next run redoes the twin)
         else:
             out[slug] = glue_differences(run, twin)
     return out
@@ -294,8 +294,13 @@ def _fresh(path: Path, code: str, hash_seed: str, threads: str) -> bool:
     return (
         kept.get("code_hash") == code
         and kept.get("hash_seed") == hash_seed
-        and str(kept.get("threads", threads)) == threads
+        and _same_threads(kept.get("threads"), threads)
     )
+
+
+def _same_threads(a, b) -> bool:
+    """Whether two runs' thread counts match; a run kept before thread counts were recorded (None) matches any."""
+    return a is None or b is None or str(a) == str(b)
 
 
 def load_runs(slugs: set[str] | None = None) -> list[dict]:
