@@ -118,6 +118,33 @@ def test_headers_rewritten_from_bench(bench, tmp_path):
     assert update_headers(bench, tmp_path) == []  # idempotent
 
 
+def test_headers_take_each_chapters_own_run_date(bench, tmp_path):
+    """A merged bench file stamps a chapter with the date its runs were measured, not the merge's date."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": ["*Run time (measured by `make bench`, 2026-01-01): ci ≈ 99 s · book ≈ 99 s · paper: long.*"],
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "alpha.ipynb"
+    path.write_text(json.dumps(nb))
+    runs = [r for r in bench["runs"] if r["notebook"] == "nbs/alpha.ipynb"]
+    runs[0]["date"], runs[1]["date"] = "2026-11-30", "2026-12-01"
+    update_headers(bench, tmp_path)
+    assert "(measured by `make bench`, 2026-12-01): ci ≈ 11 s" in path.read_text()
+    del runs[0]["date"]  # kept by --merge from a file whose runs carried no date: the header keeps its own
+    bench["merged_from"] = "2026-11-01"
+    path.write_text(json.dumps(nb))
+    update_headers(bench, tmp_path)
+    assert "(measured by `make bench`, 2026-01-01): ci ≈ 11 s" in path.read_text()
+
+
 def _page_times() -> dict[tuple[str, str], float]:
     page = (ROOT / "book" / "reproducibility.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|(?:[^|]*\|){6} ([\d.]+) \|", page, re.M)

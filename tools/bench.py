@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         for nb in chapters:
             for scale in args.scales:
                 run = run_chapter(nb, scale, args.seed)
+                run["date"] = dt.date.today().isoformat()  # a merged file keeps each run's own date for the headers
                 against_manifest(run)
                 runs.append(run)
     overhead = fit_overhead()
