@@ -577,6 +577,23 @@ def test_token_callback_drops_inserts_and_positions_persist():
     assert model(x[:, :4], position_ids=torch.arange(2, 6), token_callback=insert).shape == (2, 6, 11)
 
 
+def test_token_callback_position_ids_after_a_drop():
+    model = tiny(n_ctx=10, n_layers=3).eval()
+    x = tokens(2, 6)
+    seen = {}
+
+    def cb(layer, h, pos):
+        seen[layer] = pos.clone()
+        if layer == 1:  # drop tokens 1 and 3 before block 1
+            idx = torch.tensor([0, 2, 4, 5])
+            return h[:, idx], pos[:, idx]
+        return None
+
+    assert model(x, token_callback=cb).shape == (2, 4, 11)
+    assert seen[1].tolist() == [[0, 1, 2, 3, 4, 5]] * 2
+    assert seen[2].tolist() == [[0, 2, 4, 5]] * 2  # the kept tokens arrive at the next layer with their own ids
+
+
 def test_token_callback_is_checked():
     model = tiny(n_ctx=6)
     x = tokens(2, 4)
