@@ -184,6 +184,14 @@ for kind in ("claim", "check", "control"):
             X("low > high", _claim(getattr(claims, f"{kind}_between"), value=0.5, low=1.0, high=0.0), "bad", "low|high")
         ],
     )
+E(
+    P + "book.claims.claim_where",
+    lambda: (
+        claims.claim_where,
+        dict(premise=False, check=claims.claim_at_least, name=uid(), statement="s", value=0.6, threshold=0.5),
+    ),
+    {"premise": BOOL, "check": Given([3, print, claims.check_at_least]), "name": STR, "statement": STR},
+)
 E(P + "book.claims.Claim", lambda: (claims.Claim, dict(name="a", statement="b", value=1.0, passed=True)), {})
 E(
     P + "book.claims.report",

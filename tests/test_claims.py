@@ -21,10 +21,12 @@ from iclr26.book import (
     claim_close_to,
     claim_greater_than,
     claim_less_than,
+    claim_where,
     claims,
     claims_table,
     control,
     control_at_least,
+    control_at_most,
     glue,
     read_notebook,
     recorded_verdicts,
@@ -169,6 +171,28 @@ def test_report_records_glues_and_never_fails():
         report("x", 1.0, "t", holds="yes")
     with pytest.raises(ValueError, match="name"):
         report("a b", 1.0, "t")
+
+
+def test_claim_where_asserts_under_its_premise_and_reports_otherwise():
+    held = claim_where(True, claim_at_least, "held", "the method beats the line", 0.4, 0.5)
+    assert (held.kind, held.passed, held.bound) == ("claim", False, 0.5)  # under its premise a claim can fail
+    ctl = claim_where(np.bool_(True), control_at_most, "ctl", "a control", 0.1, threshold=0.2)
+    assert (ctl.kind, ctl.passed) == ("control", True)
+    off = claim_where(False, claim_at_least, "off", "the method beats the line", 0.4, 0.5)
+    assert (off.kind, off.passed, off.holds) == ("report", True, False)
+    on = claim_where(False, control_at_most, "on", "a control", 0.1, 0.2)
+    assert (on.kind, on.holds) == ("report", True)
+    assert [c.name for c in claims.recorded_claims()] == ["held", "ctl", "off", "on"]  # each recorded once
+    assert not {"held", "ctl", "off", "on"} & set(claims._GLUED)  # nothing glued, as for a claim
+    with pytest.raises(TypeError, match="premise"):
+        claim_where("yes", claim_at_least, "x", "s", 1.0, 0.5)
+    with pytest.raises(TypeError, match="check"):
+        claim_where(True, check_at_least, "x", "s", 1.0, 0.5)  # a sanity check has no premise
+    with pytest.raises(TypeError, match="check"):
+        claim_where(False, print, "x", "s", 1.0, 0.5)
+    with pytest.raises(ValueError, match="threshold"):
+        claim_where(False, claim_at_least, "x", "s", 1.0, float("nan"))  # the comparison's own validation
+    assert "x" not in {c.name for c in claims.recorded_claims()}
 
 
 def _recorded():

@@ -27,6 +27,7 @@ _LAZY = {
             "claim_close_to",
             "claim_greater_than",
             "claim_less_than",
+            "claim_where",
             "control",
             "control_at_least",
             "control_at_most",

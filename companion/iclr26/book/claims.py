@@ -68,6 +68,7 @@ __all__ = [
     "control_less_than",
     "control_close_to",
     "control_between",
+    "claim_where",
     "report",
     "KINDS",
     "VERDICTS",
@@ -286,7 +287,12 @@ def claim(
     return _record(c)
 
 
+_DRY_RUN: list[bool] = []  # non-empty while claim_where evaluates a comparison without recording it
+
+
 def _record(c: Claim) -> Claim:
+    if _DRY_RUN:
+        return c
     _CLAIMS[c.name] = c
     _publish(
         {"text/html": _claim_html(c), "text/plain": _claim_text(c)},
@@ -426,6 +432,50 @@ control_greater_than = _twin(claim_greater_than, "control")
 control_less_than = _twin(claim_less_than, "control")
 control_close_to = _twin(claim_close_to, "control")
 control_between = _twin(claim_between, "control")
+
+
+# ---------------------------------------------------------------------------------------------- a claim with a premise
+_PREMISED = (
+    claim_at_least,
+    claim_at_most,
+    claim_greater_than,
+    claim_less_than,
+    claim_close_to,
+    claim_between,
+    control_at_least,
+    control_at_most,
+    control_greater_than,
+    control_less_than,
+    control_close_to,
+    control_between,
+)
+
+
+def claim_where(premise: Any, check: Any, name: str, statement: str, value: Any, *line: Any, **kw: Any) -> Claim:
+    """Assert ``check(name, statement, value, *line, **kw)`` (a ``claim_*`` or ``control_*`` comparison) where the
+    test's ``premise`` holds; where it does not, record the same comparison as a report whose ``holds`` says whether
+    it would have passed. A report never fails the run: use this for a claim whose test means something only under a
+    premise measured in the same run (a control passed, a model left its loss plateau), and say in the verdict what
+    the premise was. The premise must not be the claim itself (that would be a claim that cannot fail).
+
+    Either way nothing is glued (a claim is not); returns the recorded :class:`Claim` (kind ``"report"`` when the
+    premise failed).
+    """
+    premise = as_bool(premise, "premise")
+    if not any(check is fn for fn in _PREMISED):
+        raise TypeError(
+            "check must be one of the claim_*/control_* comparisons (claim_at_least, ..., control_between), "
+            f"got {getattr(check, '__name__', type(check).__name__)!r}"
+        )
+    if premise:
+        return check(name, statement, value, *line, **kw)
+    _DRY_RUN.append(True)
+    try:
+        would = check(name, statement, value, *line, **kw)
+    finally:
+        _DRY_RUN.pop()
+    report(name, value, statement, holds=would.passed, glued=False)
+    return _CLAIMS[name]
 
 
 # ---------------------------------------------------------------------------------------------- reports
