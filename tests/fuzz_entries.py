@@ -222,8 +222,8 @@ E(
 E(P + "book.verdicts.verdicts_table", lambda: (verdicts.verdicts_table, dict(rows=None)), {"rows": Given([3, [3]])})
 E(
     P + "book.verdicts.verdict_word",
-    lambda: (lambda **kw: verdicts.verdict_word(True, _rep(), **kw), dict(none="not reproduced")),
-    {"none": Given([3, "nope"])},
+    lambda: (lambda **kw: verdicts.verdict_word(True, _rep(), **kw), dict(none="not reproduced", held="reproduced")),
+    {"none": Given([3, "nope"]), "held": Given([3, "partly"])},
     extra=[
         X("no condition", lambda: (verdicts.verdict_word, {}), "bad", "conditions"),
         X("unrecorded name", lambda: (lambda: verdicts.verdict_word("no-such-result"), {}), "bad", "conditions"),

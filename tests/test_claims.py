@@ -273,6 +273,12 @@ def test_verdict_word_by_rule():
     assert verdict_word("gap_book", False) == "not reproduced"
     assert verdict_word("size", none="not tested here") == "not tested here"  # a report without holds does not hold
     assert verdict_word(np.bool_(True)) == "reproduced"
+    # a row shown but not read for the paper: every condition holding reads "reported only", anything less `none`
+    assert verdict_word("beats", "planted", held="reported only", none="not tested here") == "reported only"
+    assert verdict_word("beats", "gap_book", held="reported only", none="not tested here") == "not tested here"
+    assert verdict_word("size", held="reported only", none="not tested here") == "not tested here"
+    with pytest.raises(ValueError, match="held"):
+        verdict_word(True, held="partly")
     with pytest.raises(ValueError, match="did not record"):
         verdict_word("typo")
     with pytest.raises(ValueError, match="condition"):

@@ -280,17 +280,23 @@ def verdict(
     return row
 
 
-def verdict_word(*conditions: Any, none: str = "not reproduced") -> str:
-    """The verdict word by rule: ``"reproduced"`` if every condition holds, ``"partly"`` if some do, else ``none``.
+def verdict_word(*conditions: Any, none: str = "not reproduced", held: str = "reproduced") -> str:
+    """The verdict word by rule: ``held`` if every condition holds, ``"partly"`` if some do, else ``none``.
 
     A condition is a bool or the name of a recorded result: a check holds when it passed, a report when its
     ``holds`` is true (a report without ``holds`` does not count as holding). ``none`` is ``"not reproduced"``
     (which :func:`verdict` accepts only with a passing control), ``"not tested here"`` or ``"reported only"``.
+
+    ``held`` is ``"reproduced"``, or ``"reported only"`` for a row whose outcome is shown but not read for the paper
+    (a pass would not count for it, so a miss does not count against it): then every condition holding gives
+    ``"reported only"`` and anything less gives ``none``, never ``"partly"``.
     """
     if not conditions:
         raise ValueError("verdict_word needs at least one condition (conditions: bools or names of results)")
     if none not in ("not reproduced", "not tested here", "reported only"):
         raise ValueError(f"none must be 'not reproduced', 'not tested here' or 'reported only', got {none!r}")
+    if held not in ("reproduced", "reported only"):
+        raise ValueError(f"held must be 'reproduced' or 'reported only', got {held!r}")
     flags = []
     for c in conditions:
         if type(c).__module__ == "numpy" and type(c).__name__ in ("bool", "bool_"):
@@ -303,7 +309,9 @@ def verdict_word(*conditions: Any, none: str = "not reproduced") -> str:
             flags.append(bool(_CLAIMS[c].established))
         else:
             raise TypeError(f"conditions must be bools or names of recorded results, got {type(c).__name__}")
-    return "reproduced" if all(flags) else "partly" if any(flags) else none
+    if all(flags):
+        return held
+    return "partly" if any(flags) and held == "reproduced" else none
 
 
 def recorded_verdicts() -> list[Verdict]:
