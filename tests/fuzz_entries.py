@@ -294,9 +294,10 @@ E(
         dict(
             result={"scale": "ci", "claims": [], "glued": {}, "seconds": 1.0},
             manifest={"claims": {"ci": []}, "glue": [], "budget_s": {"ci": 60}},
+            budget_fails=True,
         ),
     ),
-    {"result": Given([None, 3]), "manifest": Given([None, 3])},
+    {"result": Given([None, 3]), "manifest": Given([None, 3]), "budget_fails": Given([None, "no"])},
 )
 E(
     P + "book.launch.save_result",

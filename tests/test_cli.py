@@ -187,6 +187,11 @@ def test_check_against_manifest_catches_each_hole():
     assert not errors and warns and "over its ci budget of 20 s" in warns[0]
     errors, _ = check_against_manifest(_result(seconds=31.0), MANIFEST)  # 1.55x: a failure
     assert errors and "over 1.5× its ci budget" in errors[0]
+    # the chapter test: budgets are measured by `make bench`, not asserted in a timed test, so over 1.5x warns there
+    errors, warns = check_against_manifest(_result(seconds=31.0), MANIFEST, budget_fails=False)
+    assert errors == [] and "over 1.5× its ci budget" in warns[0]
+    with pytest.raises(TypeError, match="budget_fails"):
+        check_against_manifest(_result(), MANIFEST, budget_fails="no")
     assert check_against_manifest(_result("book", ("a", "b", "c")), MANIFEST) == ([], [])
 
 

@@ -1,6 +1,7 @@
 """Every chapter in _toc.yml, executed by papermill at the `ci` scale: it runs, passes every check, and matches its
-manifest (metadata.iclr26.manifest): exactly the checks listed for `ci`, every glued name, and its time budget
-(over 1× warns, over 1.5× fails; a hung cell or notebook fails with its name).
+manifest (metadata.iclr26.manifest): exactly the checks listed for `ci` and every glued name. Its time budget only
+warns here (budgets are measured by `make bench` on a quiet machine, not asserted in a timed test); a hung cell
+(over 1.5× the budget) or notebook (over 3×) fails with its name.
 
 The executed notebooks land in _build/ci/executed/ and their results in _build/ci/results/, where `make ci-book`
 builds the book from them with warnings as errors. Set ICLR26_SEED to run another seed (every claim must hold on any
@@ -50,7 +51,7 @@ def test_chapter_runs_and_its_claims_hold(notebook: Path):
     assert not result.get("duplicates"), f"{slug}: check names recorded twice: {result['duplicates']} ({rerun})"
     failed = [c for c in result["claims"] if not c["passed"]]
     assert not failed, f"{slug}: checks failed at seed {SEED}: {failed} ({rerun})"
-    errors, warnings_ = check_against_manifest(result, manifest)
+    errors, warnings_ = check_against_manifest(result, manifest, budget_fails=False)
     for w in warnings_:
         warnings.warn(f"{slug}: {w}", stacklevel=1)
     assert not errors, f"{slug} does not match its manifest: {errors} ({rerun})"

@@ -80,13 +80,20 @@ def read_manifest(notebook: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+def check_against_manifest(
+    result: dict[str, Any], manifest: dict[str, Any], *, budget_fails: bool = True
+) -> tuple[list[str], list[str]]:
     """Compare a :func:`run_notebook` result with the chapter's manifest: ``(errors, warnings)``.
 
     Errors: a check the manifest expects at this scale is missing, or one it does not list was recorded (a branch
     that skips or adds a check is visible, never a silent 8/9); a glued name is missing; the run took more than
     1.5× its budget. Warning: it took between 1× and 1.5× its budget (timing noise).
+
+    ``budget_fails=False`` makes a run over 1.5× its budget a warning too: budgets are measured by ``make bench`` on
+    a quiet machine, not asserted in a timed test, whose machine may be slower (the chapter test passes it).
     """
+    if not isinstance(budget_fails, bool):
+        raise TypeError(f"budget_fails must be a bool, got {type(budget_fails).__name__}")
     if not isinstance(result, dict) or not isinstance(result.get("scale"), str):
         raise TypeError(f"result must be a run_notebook result (a dict with 'scale', 'claims', ...), got {result!r}")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("claims"), dict):
@@ -110,7 +117,8 @@ def check_against_manifest(result: dict[str, Any], manifest: dict[str, Any]) -> 
     if budget is not None and "seconds" in result:
         ratio = result["seconds"] / budget
         if ratio > BUDGET_FAIL:
-            errors.append(f"took {result['seconds']:.1f} s, over {BUDGET_FAIL}× its {scale} budget of {budget:g} s")
+            over = f"took {result['seconds']:.1f} s, over {BUDGET_FAIL}× its {scale} budget of {budget:g} s"
+            (errors if budget_fails else warnings).append(over)
         elif ratio > BUDGET_WARN:
             warnings.append(f"took {result['seconds']:.1f} s, over its {scale} budget of {budget:g} s")
     return errors, warnings
