@@ -2223,6 +2223,14 @@ E(
     ],
 )
 E(
+    P + "train.concurrent.run_concurrently",
+    lambda: (train.run_concurrently, dict(jobs=[lambda: 1, lambda: 2], workers=None)),
+    {
+        "jobs": Given([None, 3, "ab", lambda: 1, [3], [lambda: 1, None]], [(lambda: 1,), []]),
+        "workers": Int(low=1, none_ok=True),
+    },
+)
+E(
     P + "train.grads.add_flat_",
     lambda: (train.add_flat_, dict(model=_grad_model(), vec=randn(8), names=None, scale=0.5)),
     {

@@ -327,3 +327,92 @@ def test_fit_argument_types(kwargs, err, match):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     with pytest.raises(err, match=match):
         fit(model, loss_fn, batches, opt, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ run_concurrently
+def _small_runs(n=3, steps=25):
+    """n small trainings, each seeded and built before it runs; each draws its batches from its own generator."""
+    x = torch.randn(256, 6, generator=torch.Generator().manual_seed(1))
+    y = x[:, :1] * x[:, 1:2]
+    runs = []
+    for i in range(n):
+        seed_everything(i)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 64), torch.nn.GELU(), torch.nn.Linear(64, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+        def batches(step, i=i):
+            idx = torch.randint(0, 256, (64,), generator=torch.Generator().manual_seed(1000 * i + step))
+            return x[idx], y[idx]
+
+        def job(model=model, opt=opt, batches=batches):
+            fit(model, lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1]), batches, opt, steps=steps)
+            return model
+
+        runs.append(job)
+    return runs
+
+
+def _params(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_run_concurrently_is_bit_identical_to_one_thread_one_after_another():
+    from iclr26.train import run_concurrently
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        alone = [job() for job in _small_runs()]
+    finally:
+        torch.set_num_threads(before)
+    for workers in (None, 1, 2, 3):
+        together = run_concurrently(_small_runs(), workers=workers)
+        assert len(together) == len(alone)
+        for a, b in zip(alone, together):
+            assert torch.equal(_params(a), _params(b)), workers
+        assert torch.get_num_threads() == before
+
+
+def test_run_concurrently_order_threads_and_errors():
+    import threading
+
+    from iclr26.train import run_concurrently
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def who(i):
+        def job():
+            seen.append(torch.get_num_threads())
+            return i, threading.get_ident()
+
+        return job
+
+    out = run_concurrently([who(i) for i in range(5)], workers=2)
+    assert [i for i, _ in out] == list(range(5))  # results in the order of jobs
+    assert seen == [1] * 5  # one torch thread each while they run ...
+    assert torch.get_num_threads() == before  # ... and the count restored after
+    assert {t for _, t in run_concurrently([who(0), who(1)], workers=1)} == {threading.get_ident()}
+    assert run_concurrently([]) == []
+
+    def boom():
+        raise RuntimeError("job failed")
+
+    with pytest.raises(RuntimeError, match="job failed"):
+        run_concurrently([who(0), boom, who(2)], workers=2)
+    assert torch.get_num_threads() == before  # restored after a failure too
+
+
+def test_run_concurrently_rejects_bad_input():
+    from iclr26.train import run_concurrently
+
+    with pytest.raises(TypeError, match="jobs"):
+        run_concurrently(lambda: 1)
+    with pytest.raises(TypeError, match="jobs"):
+        run_concurrently("ab")
+    with pytest.raises(TypeError, match=r"jobs\[1\]"):
+        run_concurrently([lambda: 1, 2])
+    with pytest.raises(ValueError, match="workers"):
+        run_concurrently([lambda: 1], workers=0)
+    with pytest.raises(TypeError, match="workers"):
+        run_concurrently([lambda: 1], workers="2")

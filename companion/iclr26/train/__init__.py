@@ -31,13 +31,16 @@ One process (no launcher) is untouched by all this: the same code path and the s
 
 The package, one concept a file: :mod:`~iclr26.train.loop` (:func:`fit`), :mod:`~iclr26.train.schedules`
 (:func:`lr_multiplier`), :mod:`~iclr26.train.checkpoint` (safetensors checkpoints with RNG states),
-:mod:`~iclr26.train.distributed` (``torchrun``: the environment, sharding, gradient averaging) and
+:mod:`~iclr26.train.distributed` (``torchrun``: the environment, sharding, gradient averaging),
 :mod:`~iclr26.train.losses` (:func:`next_token_loss`), :mod:`~iclr26.train.grads` (flat per-batch gradients of chosen
-parameters, :func:`flat_grads`, and :func:`add_flat_` to write a flat vector back).
+parameters, :func:`flat_grads`, and :func:`add_flat_` to write a flat vector back) and
+:mod:`~iclr26.train.concurrent` (:func:`run_concurrently`: several small trainings side by side on a CPU, one thread
+each, bit for bit what one thread gives them one after another).
 ``from iclr26.train import fit`` is the way in.
 """
 
 from iclr26.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from iclr26.train.concurrent import run_concurrently
 from iclr26.train.distributed import DistributedEnv, distributed_env, init_distributed, shard_batch
 from iclr26.train.grads import add_flat_, flat_grads, flat_params, param_names
 from iclr26.train.loop import fit
@@ -46,6 +49,7 @@ from iclr26.train.schedules import SCHEDULES, lr_multiplier
 
 __all__ = [
     "fit",
+    "run_concurrently",
     "lr_multiplier",
     "next_token_loss",
     "save_checkpoint",
