@@ -330,21 +330,33 @@ def test_fit_argument_types(kwargs, err, match):
 
 
 # ------------------------------------------------------------------------------------------------ run_concurrently
-def _small_runs(n=3, steps=25):
-    """n small trainings, each seeded and built before it runs; each draws its batches from its own generator."""
-    x = torch.randn(256, 6, generator=torch.Generator().manual_seed(1))
+@pytest.fixture
+def two_threads():
+    """torch at two intra-op threads, so that the one-thread property is visible (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def _small_runs(n=3, steps=25, record=None):
+    """n small trainings, each seeded and built before it runs; each draws its batches from its own generator.
+    Matrices large enough for torch to split them across threads; ``record`` gets each job's thread count."""
+    x = torch.randn(2048, 64, generator=torch.Generator().manual_seed(1))
     y = x[:, :1] * x[:, 1:2]
     runs = []
     for i in range(n):
         seed_everything(i)
-        model = torch.nn.Sequential(torch.nn.Linear(6, 64), torch.nn.GELU(), torch.nn.Linear(64, 1))
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 1))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
 
         def batches(step, i=i):
-            idx = torch.randint(0, 256, (64,), generator=torch.Generator().manual_seed(1000 * i + step))
+            idx = torch.randint(0, 2048, (512,), generator=torch.Generator().manual_seed(1000 * i + step))
             return x[idx], y[idx]
 
         def job(model=model, opt=opt, batches=batches):
+            if record is not None:
+                record.append(torch.get_num_threads())
             fit(model, lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1]), batches, opt, steps=steps)
             return model
 
@@ -356,51 +368,57 @@ def _params(model):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-def test_run_concurrently_is_bit_identical_to_one_thread_one_after_another():
+def test_run_concurrently_is_bit_identical_to_one_thread_one_after_another(two_threads):
     from iclr26.train import run_concurrently
 
-    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        alone = [job() for job in _small_runs()]
-    finally:
-        torch.set_num_threads(before)
+    alone = [job() for job in _small_runs()]
+    torch.set_num_threads(2)
     for workers in (None, 1, 2, 3):
-        together = run_concurrently(_small_runs(), workers=workers)
+        seen = []
+        together = run_concurrently(_small_runs(record=seen), workers=workers)
+        assert seen == [1, 1, 1], workers  # one torch thread in every job ...
         assert len(together) == len(alone)
         for a, b in zip(alone, together):
             assert torch.equal(_params(a), _params(b)), workers
-        assert torch.get_num_threads() == before
+        assert torch.get_num_threads() == 2  # ... and the count restored after
 
 
-def test_run_concurrently_order_threads_and_errors():
+def test_run_concurrently_order_threads_grad_mode_and_errors(two_threads):
     import threading
 
     from iclr26.train import run_concurrently
 
-    before = torch.get_num_threads()
-    seen = []
-
     def who(i):
         def job():
-            seen.append(torch.get_num_threads())
-            return i, threading.get_ident()
+            return i, threading.get_ident(), torch.is_grad_enabled()
 
         return job
 
     out = run_concurrently([who(i) for i in range(5)], workers=2)
-    assert [i for i, _ in out] == list(range(5))  # results in the order of jobs
-    assert seen == [1] * 5  # one torch thread each while they run ...
-    assert torch.get_num_threads() == before  # ... and the count restored after
-    assert {t for _, t in run_concurrently([who(0), who(1)], workers=1)} == {threading.get_ident()}
+    assert [i for i, _, _ in out] == list(range(5))  # results in the order of jobs
+    assert threading.get_ident() not in {t for _, t, _ in out}  # on worker threads
+    assert torch.get_num_threads() == 2
+    assert {t for _, t, _ in run_concurrently([who(0), who(1)], workers=1)} == {threading.get_ident()}
+    with torch.no_grad():  # the caller's grad mode reaches the workers
+        assert not any(g for _, _, g in run_concurrently([who(0), who(1)], workers=2))
+    assert all(g for _, _, g in run_concurrently([who(0), who(1)], workers=2))
     assert run_concurrently([]) == []
+
+    ran = []
 
     def boom():
         raise RuntimeError("job failed")
 
+    def later():
+        ran.append(1)
+
     with pytest.raises(RuntimeError, match="job failed"):
         run_concurrently([who(0), boom, who(2)], workers=2)
-    assert torch.get_num_threads() == before  # restored after a failure too
+    with pytest.raises(RuntimeError, match="job failed"):
+        run_concurrently([boom, later], workers=1)  # the jobs after a failure do not start
+    assert ran == []
+    assert torch.get_num_threads() == 2  # restored after a failure too
 
 
 def test_run_concurrently_rejects_bad_input():
