@@ -6,7 +6,7 @@ jobs run side by side, one torch thread each, keep every core busy instead. Whil
 count is 1, so each job computes exactly what it computes alone under ``torch.set_num_threads(1)``: the results are,
 bit for bit, those of running the jobs one after another on one thread, whatever the machine's core count.
 
-    models = run_concurrently([lambda m=m: fit(m, loss_fn, batches, opt_for(m), steps=1000) for m in models])
+    histories = run_concurrently([lambda m=m: fit(m, loss_fn, batches, opt_for(m), steps=1000) for m in models])
 
 A job must not draw from a global random number generator (torch's, numpy's, Python's) while others run, since the
 order of their draws would then depend on timing: seed and build the models first, and give a job that samples as it
@@ -45,8 +45,7 @@ def run_concurrently(jobs: Sequence[Callable[[], Any]], workers: int | None = No
         if not callable(job):
             raise TypeError(f"jobs[{i}] must be a callable of no argument, got {type(job).__name__}")
     before = torch.get_num_threads()
-    workers = min(before, max(len(jobs), 1)) if workers is None else as_int(workers, "workers", low=1)
-    workers = min(workers, max(len(jobs), 1))
+    workers = min(before if workers is None else as_int(workers, "workers", low=1), max(len(jobs), 1))
     grad = torch.is_grad_enabled()
 
     def run(job: Callable[[], Any]) -> Any:
