@@ -456,7 +456,9 @@ def claim_where(premise: Any, check: Any, name: str, statement: str, value: Any,
     test's ``premise`` holds; where it does not, record the same comparison as a report whose ``holds`` says whether
     it would have passed. A report never fails the run: use this for a claim whose test means something only under a
     premise measured in the same run (a control passed, a model left its loss plateau), and say in the verdict what
-    the premise was. The premise must not be the claim itself (that would be a claim that cannot fail).
+    the premise was. The premise may also be a scale's switch, for a claim that one scale cannot decide honestly (a
+    training too short for it to hold on every seed); the chapter's ``metadata.iclr26.book_only`` then says why, and
+    the larger scale asserts it. The premise must not be the claim itself (that would be a claim that cannot fail).
 
     Either way nothing is glued (a claim is not); returns the recorded :class:`Claim` (kind ``"report"`` when the
     premise failed).
